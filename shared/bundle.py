@@ -1,0 +1,185 @@
+"""The model-bundle format: XGBoost ``save_model`` files + ``manifest.json``. No pickle.
+
+Layout on disk (``root`` is the trainer's bundle directory or a shared volume)::
+
+    root/v000017/manifest.json   version, created_at, feature spec, per-model entry, sha256 per file
+    root/v000017/ttft.ubj        XGBoost UBJSON (or .json)
+    root/v000017/tpot.ubj
+    root/CURRENT                 "17" — the live version, replaced atomically
+
+``write_bundle`` writes into a temp dir, fsyncs, then renames it into place and only then
+moves ``CURRENT``. ``verify_bundle`` checks every listed hash (and the HMAC when a key is
+given) before anything is returned; a reader never sees a half-written bundle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import orjson
+
+from shared.errors import BundleError
+from shared.features import FEATURE_SPEC_VERSION
+
+BUNDLE_FORMAT = "latency-bundle"
+BUNDLE_FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+CURRENT = "CURRENT"
+ALLOWED_SUFFIXES = (".ubj", ".json")
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A verified bundle: its manifest and the exact bytes of every model file."""
+
+    manifest: Mapping[str, Any]
+    files: Mapping[str, bytes] = field(default_factory=dict)
+    manifest_bytes: bytes = b""
+
+    @property
+    def version(self) -> int:
+        return int(self.manifest["version"])
+
+    def model_entry(self, name: str) -> Mapping[str, Any]:
+        return self.manifest["models"][name]
+
+    def model_bytes(self, name: str) -> bytes:
+        return self.files[self.model_entry(name)["file"]]
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _canonical(manifest: Mapping[str, Any]) -> bytes:
+    body = {k: v for k, v in manifest.items() if k != "hmac_sha256"}
+    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+
+
+def sign(manifest: Mapping[str, Any], key: bytes) -> str:
+    return hmac.new(key, _canonical(manifest), hashlib.sha256).hexdigest()
+
+
+def version_dir(root: Path, version: int) -> Path:
+    return root / f"v{version:06d}"
+
+
+def build_manifest(version: int, created_at: str, models: Mapping[str, Mapping[str, Any]],
+                   files: Mapping[str, bytes], meta: Mapping[str, Any], key: bytes | None) -> dict[str, Any]:
+    """Assemble (and sign, with ``key``) a manifest for ``files``."""
+    manifest: dict[str, Any] = {
+        "format": BUNDLE_FORMAT, "format_version": BUNDLE_FORMAT_VERSION, "version": version,
+        "created_at": created_at, "feature_spec_version": FEATURE_SPEC_VERSION, **meta,
+        "models": {name: dict(entry) for name, entry in models.items()},
+        "files": {name: {"sha256": sha256(data), "size": len(data)} for name, data in files.items()},
+    }
+    if key:
+        manifest["hmac_sha256"] = sign(manifest, key)
+    return manifest
+
+
+def _fsync_write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bundle(root: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes]) -> Path:
+    """Write a bundle atomically (temp dir → fsync → rename) and point ``CURRENT`` at it."""
+    root.mkdir(parents=True, exist_ok=True)
+    target = version_dir(root, int(manifest["version"]))
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    for name, data in files.items():
+        _fsync_write(tmp / name, data)
+    _fsync_write(tmp / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    fsync_dir(tmp)
+    os.rename(tmp, target)
+    set_current(root, int(manifest["version"]))
+    return target
+
+
+def set_current(root: Path, version: int) -> None:
+    tmp = root / f".{CURRENT}.tmp"
+    _fsync_write(tmp, str(version).encode())
+    os.replace(tmp, root / CURRENT)
+    fsync_dir(root)
+
+
+def current_version(root: Path) -> int | None:
+    try:
+        return int((root / CURRENT).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _check_header(manifest: Any) -> None:
+    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
+        raise BundleError("not a latency bundle manifest")
+    if manifest.get("format_version") != BUNDLE_FORMAT_VERSION:
+        raise BundleError(f"unsupported bundle format_version {manifest.get('format_version')!r}")
+    if manifest.get("feature_spec_version") != FEATURE_SPEC_VERSION:
+        raise BundleError(f"bundle feature_spec_version {manifest.get('feature_spec_version')!r} != "
+                          f"{FEATURE_SPEC_VERSION}")
+    if not isinstance(manifest.get("models"), dict) or not isinstance(manifest.get("files"), dict):
+        raise BundleError("manifest lacks models/files")
+
+
+def _check_hmac(manifest: Mapping[str, Any], key: bytes | None) -> None:
+    if key is None:
+        return
+    given = manifest.get("hmac_sha256")
+    if not isinstance(given, str) or not hmac.compare_digest(given, sign(manifest, key)):
+        raise BundleError("bundle HMAC signature missing or wrong")
+
+
+def verify_bundle(manifest_bytes: bytes, read_file: Callable[[str], bytes], key: bytes | None) -> Bundle:
+    """Parse and verify a manifest and every file it lists; raise ``BundleError`` otherwise."""
+    try:
+        manifest = orjson.loads(manifest_bytes)
+    except orjson.JSONDecodeError as exc:
+        raise BundleError(f"manifest is not JSON: {exc}") from None
+    _check_header(manifest)
+    _check_hmac(manifest, key)
+    files: dict[str, bytes] = {}
+    for name, meta in manifest["files"].items():
+        if "/" in name or name.startswith(".") or not name.endswith(ALLOWED_SUFFIXES):
+            raise BundleError(f"file name {name!r} not allowed in a bundle")
+        data = read_file(name)
+        if len(data) != meta.get("size") or sha256(data) != meta.get("sha256"):
+            raise BundleError(f"{name}: sha256/size mismatch")
+        files[name] = data
+    for model, entry in manifest["models"].items():
+        if entry.get("file") not in files:
+            raise BundleError(f"model {model!r} names a file not in the bundle")
+    return Bundle(MappingProxyType(manifest), MappingProxyType(files), manifest_bytes)
+
+
+def read_bundle(path: Path, key: bytes | None) -> Bundle:
+    """Read and verify the bundle in directory ``path``."""
+    try:
+        manifest_bytes = (path / MANIFEST).read_bytes()
+        return verify_bundle(manifest_bytes, lambda name: (path / name).read_bytes(), key)
+    except FileNotFoundError as exc:
+        raise BundleError(f"bundle file missing: {exc.filename}") from None
+
+
+def read_current(root: Path, key: bytes | None) -> Bundle | None:
+    version = current_version(root)
+    return None if version is None else read_bundle(version_dir(root, version), key)

@@ -1,0 +1,67 @@
+"""Request bodies: bytes → JSON with FastAPI-shaped errors (json_invalid, missing).
+
+orjson rejects NaN / Infinity literals and overflowing exponents outright. So that a 422 can
+name the offending *field* (not just "invalid JSON"), a body orjson refuses is re-read by the
+standard library parser, which maps those literals to non-finite floats that validation then
+reports per field. Only truly malformed JSON is answered with ``json_invalid``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from shared.errors import RequestValidationFailed
+
+
+def _json_invalid(exc: json.JSONDecodeError) -> RequestValidationFailed:
+    return RequestValidationFailed([{
+        "type": "json_invalid", "loc": ["body", exc.pos], "msg": "JSON decode error",
+        "input": {}, "ctx": {"error": exc.msg},
+    }])
+
+
+def parse_json(body: bytes) -> Any:
+    """Parse a request body, or raise 422 (``missing`` for an empty body)."""
+    if not body.strip():
+        raise RequestValidationFailed([{"type": "missing", "loc": ["body"], "msg": "Field required",
+                                        "input": None}])
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            exc = json.JSONDecodeError("invalid utf-8", "", exc.start)
+        raise _json_invalid(exc) from None
+
+
+def list_field(payload: Any, key: str, *, min_len: int = 0, max_len: int | None = None) -> list[Any]:
+    """``payload[key]`` as a list with the contract's ``missing``/``too_short``/``too_long`` errors."""
+    loc = ["body", key]
+    if not isinstance(payload, dict):
+        raise RequestValidationFailed([{"type": "model_attributes_type", "loc": ["body"],
+                                        "msg": "Input should be a valid dictionary or object to extract "
+                                        "fields from", "input": payload}])
+    if key not in payload:
+        raise RequestValidationFailed([{"type": "missing", "loc": loc, "msg": "Field required",
+                                        "input": payload}])
+    rows = payload[key]
+    if not isinstance(rows, list):
+        raise RequestValidationFailed([{"type": "list_type", "loc": loc, "msg": "Input should be a valid list",
+                                        "input": rows}])
+    if len(rows) < min_len:
+        raise RequestValidationFailed([{
+            "type": "too_short", "loc": loc, "input": rows, "ctx": {"field_type": "List", "min_length": min_len,
+                                                                     "actual_length": len(rows)},
+            "msg": f"List should have at least {min_len} item after validation, not {len(rows)}"}])
+    if max_len is not None and len(rows) > max_len:
+        raise RequestValidationFailed([{
+            "type": "too_long", "loc": loc, "input": f"<{len(rows)} items>",
+            "ctx": {"field_type": "List", "max_length": max_len, "actual_length": len(rows)},
+            "msg": f"List should have at most {max_len} items after validation, not {len(rows)}"}])
+    return rows

@@ -1,0 +1,74 @@
+"""Step-time model: profiled linear layers + first-principles attention + CPU overhead + noise.
+
+``t = overhead + per_seq * seqs + linear[tokens] + c_pf * sum(q * (ctx + q/2)) + c_dec * sum(kv)``
+
+- prefill attention FLOPs per layer: ``4 * n_heads * head_dim * q * kv_avg`` (QK^T and PV, causal),
+  at ``peak_flops * attn_flops_efficiency``;
+- decode attention reads every cached token's K and V once per step: ``kv_len * kv_bytes_per_token``
+  at ``hbm_bytes_per_s * attn_bw_efficiency``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from sim.engine.config import EngineConfig
+from sim.engine.profile import linear_table
+from sim.paths import profile_path
+
+
+@dataclass(frozen=True)
+class StepCoefficients:
+    overhead_ms: float
+    per_seq_ms: float
+    prefill_ms_per_qk: float
+    """ms per unit of ``q * kv`` (all layers)."""
+    decode_ms_per_kv_token: float
+    """ms per cached token read in a decode step (all layers)."""
+
+
+def coefficients(cfg: EngineConfig) -> StepCoefficients:
+    m, g = cfg.model, cfg.gpu
+    flops_per_qk = 4.0 * m.n_layers * m.n_heads * m.head_dim
+    prefill = flops_per_qk / (g.peak_flops * g.attn_flops_efficiency) * 1e3
+    decode = m.kv_bytes_per_token / (g.hbm_bytes_per_s * g.attn_bw_efficiency) * 1e3
+    return StepCoefficients(g.step_overhead_ms, g.per_seq_overhead_ms, prefill, decode)
+
+
+class StepTimeModel:
+    """Deterministic (seeded) step durations in seconds."""
+
+    def __init__(self, cfg: EngineConfig, seed: int | None = None) -> None:
+        self.coef = coefficients(cfg)
+        max_tokens = max(cfg.max_num_batched_tokens, 1)
+        self.linear_ms = linear_table(profile_path(cfg.model.profile_file), cfg.model.n_layers, max_tokens)
+        self.noise_std = cfg.noise_std
+        self._rng = random.Random(cfg.seed if seed is None else seed)
+
+    def base_ms(self, num_tokens: int, num_seqs: int, prefill_qk: float, decode_kv: int) -> float:
+        c = self.coef
+        return (
+            c.overhead_ms
+            + c.per_seq_ms * num_seqs
+            + self.linear_ms[num_tokens]
+            + c.prefill_ms_per_qk * prefill_qk
+            + c.decode_ms_per_kv_token * decode_kv
+        )
+
+    def noise(self, steps: int = 1) -> float:
+        """Multiplicative noise factor for ``steps`` consecutive steps (averaging shrinks it)."""
+        if self.noise_std <= 0.0:
+            return 1.0
+        sigma = self.noise_std / math.sqrt(steps)
+        return max(0.5, 1.0 + sigma * self._rng.gauss(0.0, 1.0))
+
+    def step_seconds(self, num_tokens: int, num_seqs: int, prefill_qk: float, decode_kv: int) -> float:
+        return self.base_ms(num_tokens, num_seqs, prefill_qk, decode_kv) * self.noise() / 1e3
+
+    def decode_run(self, batch: int, kv_sum: int) -> tuple[float, float]:
+        """``(a, b)`` in ms so that decode step ``j`` of an unchanged batch lasts ``a + b * j``."""
+        c = self.coef
+        a = c.overhead_ms + c.per_seq_ms * batch + self.linear_ms[batch] + c.decode_ms_per_kv_token * kv_sum
+        return a, c.decode_ms_per_kv_token * batch
