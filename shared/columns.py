@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -113,7 +114,7 @@ def _pod_types(rows: Sequence[Any], root: list[Any]) -> tuple[np.ndarray, list[d
     return codes, errors
 
 
-def _upper_bound(field: RawField, bounds: Bounds) -> float | None:
+def _upper_bound(field: RawField, bounds: Bounds) -> float:
     if field.upper is not None:
         return field.upper
     if field.name.startswith("actual_"):
@@ -143,6 +144,43 @@ def to_columns(rows: Any, root: Sequence[Any], *, targets: bool = False, bounds:
     limits = bounds or Bounds()
     _check_rows_are_objects(rows, base)
     fields = FEATURE_FIELDS + (TARGET_FIELDS if targets else ())
+    cols = _fast_columns(rows, fields, limits)
+    if cols is None:
+        cols = _checked_columns(rows, fields, limits, base, max_errors)
+    return cols
+
+
+def _fast_columns(rows: list[dict], fields: tuple[RawField, ...], limits: Bounds) -> dict[str, np.ndarray] | None:
+    """The common case in one conversion: every numeric key present and valid; ``None`` otherwise."""
+    numeric = [f for f in fields if f.kind is not FieldKind.POD_TYPE]
+    getter = itemgetter(*[f.name for f in numeric])
+    try:
+        try:
+            values = list(map(getter, rows))
+        except KeyError:
+            defaults = {f.name: f.default for f in numeric if not f.required}
+            values = [getter({**defaults, **row}) for row in rows]
+        matrix = np.array(values, dtype=np.float64)
+    except (KeyError, TypeError, ValueError):
+        return None
+    matrix = matrix.reshape(len(rows), len(numeric))
+    uppers = np.array([_upper_bound(f, limits) for f in numeric])
+    ints = np.array([f.kind is FieldKind.INT for f in numeric])
+    with np.errstate(invalid="ignore"):
+        ok = bool(np.isfinite(matrix).all() and (matrix >= 0).all() and (matrix <= uppers).all())
+        ok = ok and bool((matrix[:, ints] == np.floor(matrix[:, ints])).all())
+    pod_types = [row.get("pod_type") for row in rows]
+    if not ok or not all(v is None or isinstance(v, str) for v in pod_types):
+        return None
+    cols = {f.name: matrix[:, j] for j, f in enumerate(numeric)}
+    cols["pod_type"] = np.array([pod_type_code(v) for v in pod_types], dtype=np.float64) if any(pod_types) \
+        else np.zeros(len(rows))
+    return cols
+
+
+def _checked_columns(rows: list[dict], fields: tuple[RawField, ...], limits: Bounds, base: list[Any],
+                     max_errors: int) -> dict[str, np.ndarray]:
+    """Field by field, collecting every problem as a 422 detail element."""
     cols: dict[str, np.ndarray] = {}
     errors: list[dict] = []
     for field in fields:

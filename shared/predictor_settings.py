@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from shared.settings import CommonSettings, env
+from typing import Literal
+
+from shared.settings import CommonSettings, Flag, env
 
 
 class PredictorSettings(CommonSettings):
@@ -17,3 +19,22 @@ class PredictorSettings(CommonSettings):
     http_timeout: float = env("HTTP_TIMEOUT", 30.0, "Bundle pull timeout (s).", gt=0)
     download_retries: int = env("DOWNLOAD_RETRIES", 3, "Retries on 502/503/504.", ge=0)
     max_bulk_rows: int = env("LATENCY_MAX_BULK_ROWS", 10_000, "Largest bulk call accepted.", ge=1)
+    long_poll: Flag = env(
+        "PREDICT_LONG_POLL", True, "Also hold a long-poll (`wait_s`) on the trainer's manifest (or watch CURRENT "
+        "of the bundle dir) so a new bundle is served within ~1 s instead of at the next periodic sync.")
+    long_poll_wait_sec: float = env(
+        "PREDICT_LONG_POLL_WAIT_SEC", 20.0, "How long one long-poll request is held by the trainer (≤ 30).",
+        gt=0, le=30)
+    dir_watch_interval_sec: float = env(
+        "PREDICT_DIR_WATCH_INTERVAL_SEC", 0.25, "Bundle-dir mode: how often the long-poll loop re-reads CURRENT.",
+        gt=0)
+    inline_max_bytes: int = env(
+        "PREDICT_INLINE_MAX_BYTES", 65_536, "Request bodies up to this size are predicted on the event loop "
+        "(sub-millisecond work, a thread hop costs more); larger ones run in the threadpool. 0 = always thread.",
+        ge=0)
+    evaluator: Literal["auto", "native", "xgboost"] = env(
+        "PREDICT_EVALUATOR", "auto", "auto: numpy tree evaluator when the booster is supported and a load-time "
+        "check proves it equal to XGBoost, else XGBoost inplace_predict; xgboost: always XGBoost.")
+    xgb_nthread: int = env("PREDICT_XGB_NTHREAD", 1, "Threads per XGBoost predict call (fallback path).", ge=1)
+    keep_local_bundles: int = env("PREDICT_KEEP_LOCAL_BUNDLES", 2, "Pulled bundle versions kept on disk.", ge=1)
+    refusals_kept: int = env("PREDICT_REFUSALS_KEPT", 20, "Refused bundles listed in /status.", ge=1)

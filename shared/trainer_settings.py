@@ -30,9 +30,19 @@ class TrainerSettings(CommonSettings):
                                    ge=1 << 20)
     segment_max_bytes: int = env("LATENCY_SEGMENT_MAX_BYTES", 64 << 20, "Log segment size before rolling.",
                                  ge=1 << 16)
-    xgb_n_estimators: int = env("LATENCY_XGB_N_ESTIMATORS", 200, "Boosting rounds per model.", ge=1)
+    xgb_n_estimators: int = env("LATENCY_XGB_N_ESTIMATORS", 120, "Boosting rounds per model.", ge=1)
     xgb_max_depth: int = env("LATENCY_XGB_MAX_DEPTH", 6, "Tree depth.", ge=1)
-    xgb_learning_rate: float = env("LATENCY_XGB_LEARNING_RATE", 0.1, "Shrinkage.", gt=0)
+    xgb_learning_rate: float = env("LATENCY_XGB_LEARNING_RATE", 0.15, "Shrinkage.", gt=0)
+    xgb_max_bin: int = env("LATENCY_XGB_MAX_BIN", 64, "Histogram bins per feature (hist tree method).", ge=2)
+    xgb_monotone: Flag = env("LATENCY_XGB_MONOTONE", True,
+                             "Monotone constraints: TTFT non-decreasing in input/effective tokens, prefill tokens "
+                             "in flight and queue; TPOT in running requests, decode tokens in flight and KV usage.")
+    max_ingest_rows: int = env("LATENCY_MAX_INGEST_ROWS", 100_000,
+                               "Largest /add_training_data_bulk call accepted (rows); the contract needs >= 20,000.",
+                               ge=20_000)
+    seed_dir: str | None = env("LATENCY_SEED_DIR", None,
+                               "Directory with an unpacked /model/export (manifest.json + *.ubj) imported as the "
+                               "first bundle when the data dir has none (default: <data_dir>/seed).")
     train_threads: int = env("LATENCY_TRAIN_THREADS", 2, "Threads for XGBoost fitting.", ge=1)
     bundles_kept: int = env("LATENCY_BUNDLES_KEPT", 5, "Published bundle versions kept on disk.", ge=2)
     write_token: str | None = env("LATENCY_WRITE_TOKEN", None,
