@@ -46,7 +46,9 @@ class GpuSpec:
     """Extra CPU cost per sequence in the batch (input prep, detokenisation)."""
 
 
-LLAMA3_8B = ModelSpec("meta-llama/Meta-Llama-3-8B-Instruct", 32, 32, 8, 128, 16.06e9, "a100_llama-3-8b_mlp.csv")
+LLAMA3_8B = ModelSpec(
+    "meta-llama/Meta-Llama-3-8B-Instruct", 32, 32, 8, 128, 16.06e9, "a100_llama-3-8b_mlp.csv"
+)
 LLAMA2_7B = ModelSpec("meta-llama/Llama-2-7b-chat-hf", 32, 32, 32, 128, 13.5e9, "h100_llama-2-7b_mlp.csv")
 A100_80G = GpuSpec("A100-80G", 80 * GIB, 2.039e12, 312e12, step_overhead_ms=2.5)
 H100_80G = GpuSpec("H100-80G", 80 * GIB, 3.35e12, 989e12, step_overhead_ms=1.8)
@@ -84,7 +86,9 @@ class EngineConfig:
         kv_bytes = budget - self.model.weight_bytes - self.activation_reserve_bytes
         blocks = int(kv_bytes // (self.model.kv_bytes_per_token * self.block_size))
         if blocks <= 0:
-            raise ConfigError(f"no memory left for the KV cache (gpu_memory_utilization={self.gpu_memory_utilization})")
+            raise ConfigError(
+                f"no memory left for the KV cache (gpu_memory_utilization={self.gpu_memory_utilization})"
+            )
         return blocks
 
     def validate(self) -> EngineConfig:

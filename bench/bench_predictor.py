@@ -1,0 +1,241 @@
+"""Prediction-server benchmark: our predictor vs a naive pydantic/DMatrix baseline, same run, loopback.
+
+    .venv/bin/python -m bench.bench_predictor [--duration 5] [--quick]
+
+Model: TTFT + TPOT, 200 trees depth 6 each. Servers run as real subprocesses (one process
+each, one at a time, so they never share the 2 cores); load comes from ``wrk`` (C, 1 thread,
+keep-alive). Prints markdown tables: latency/throughput per variant, RSS, new-bundle-to-served.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+import xgboost as xgb
+
+from predictor.hotpath import HotPath
+from predictor.serving import build_serving
+from shared.bundle import build_manifest, read_current, write_bundle
+from shared.columns import Bounds, to_columns
+from shared.features import MODEL_NAMES, FeatureSpec
+from shared.predictor_settings import PredictorSettings
+from shared.timefmt import rfc3339
+
+REPO = Path(__file__).resolve().parents[1]
+TREES, DEPTH = 200, 6
+UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    return [{"kv_cache_percentage": round(float(rng.random()), 4), "input_token_length": int(rng.integers(10, 8000)),
+             "num_request_waiting": int(rng.integers(0, 8)), "num_request_running": int(rng.integers(0, 40)),
+             "num_tokens_generated": 1, "prefix_cache_score": round(float(rng.random()), 4),
+             "pod_type": ["", "prefill", "decode"][i % 3], "prefill_tokens_in_flight": int(rng.integers(0, 9000)),
+             "decode_tokens_in_flight": 0, "encoder_input_size": 0, "encoder_matched_size": 0} for i in range(n)]
+
+
+def train_files(seed: int = 0) -> dict[str, bytes]:
+    spec, rng = FeatureSpec(), np.random.default_rng(seed)
+    cols = to_columns(rows(20_000, seed), ["body", "requests"])
+    files = {}
+    for name in MODEL_NAMES:
+        x = spec.matrix(name, cols)
+        y = x[:, 2] * 0.03 + x[:, 3] * 20 + x[:, 5] * 0.01 + rng.gamma(2, 5, len(x))
+        booster = xgb.train({"objective": "reg:quantileerror", "quantile_alpha": 0.9, "max_depth": DEPTH,
+                             "nthread": 2, "tree_method": "hist"}, xgb.DMatrix(x, label=y), TREES)
+        files[f"{name}.ubj"] = bytes(booster.save_raw("ubj"))
+    return files
+
+
+def publish(root: Path, version: int, files: dict[str, bytes]) -> None:
+    spec = FeatureSpec()
+    models = {n: {"file": f"{n}.ubj", "features": list(spec.columns(n)), "quantiles": [0.9],
+                  "calibration": {"scale": 1.0, "offset": 0.0}} for n in MODEL_NAMES}
+    meta = {"feature_flags": spec.as_dict(), "model_type": "xgboost", "objective_type": "quantile", "quantile": 0.9}
+    write_bundle(root, build_manifest(version, rfc3339(), models, files, meta, None), files)
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def server(cmd: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"server did not start: {cmd}")
+            time.sleep(0.1)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+
+
+def ours(bundle_dir: Path, port: int, **env: str) -> Any:
+    return server([sys.executable, "-m", "predictor", "--host", "127.0.0.1", "--port", str(port), "--bundle-dir",
+                   str(bundle_dir)], port, {"PREDICT_LONG_POLL": "false", **env})
+
+
+def baseline(bundle_dir: Path, port: int) -> Any:
+    return server([sys.executable, "-m", "bench.bench_predictor_baseline", "--bundle-dir", str(bundle_dir),
+                   "--port", str(port)], port)
+
+
+def wrk(url: str, body: bytes, conns: int, duration: float, workdir: Path) -> dict[str, float]:
+    script = workdir / f"post-{len(body)}.lua"
+    script.write_text('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
+                      f"wrk.body = [==[{body.decode()}]==]\n")
+    out = subprocess.run(["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(duration))}s", "--latency", "-s", str(script), url],
+                         capture_output=True, text=True, check=True).stdout
+    pct = {int(m[0]): float(m[1]) * UNIT[m[2]] for m in re.findall(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)}
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return {"p50": pct[50], "p99": pct[99], "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1]),
+            "errors": float(bad[1]) if bad else 0.0}
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    get = lambda key: int(re.search(rf"{key}:\s+(\d+) kB", status)[1]) / 1024  # noqa: E731
+    return get("VmRSS"), get("VmHWM")
+
+
+def load_suite(url: str, duration: float, workdir: Path) -> dict[str, dict[str, float]]:
+    strict = orjson.dumps({"requests": rows(100, 1)})
+    single = orjson.dumps(rows(1, 2)[0])
+    for _ in range(200):  # warm up
+        httpx.post(f"{url}/predict/bulk/strict", content=strict)
+    return {"strict100_c1": wrk(f"{url}/predict/bulk/strict", strict, 1, duration, workdir),
+            "strict100_c4": wrk(f"{url}/predict/bulk/strict", strict, 4, duration, workdir),
+            "single_c1": wrk(f"{url}/predict", single, 1, duration, workdir),
+            "single_c8": wrk(f"{url}/predict", single, 8, duration, workdir)}
+
+
+def wait_version(url: str, version: int, timeout: float = 30.0) -> float:
+    start = time.monotonic()
+    with httpx.Client(timeout=5) as client:
+        while client.get(f"{url}/status").json()["bundle"]["version"] != version:
+            if time.monotonic() - start > timeout:
+                raise RuntimeError("bundle not served")
+            time.sleep(0.005)
+    return time.monotonic() - start
+
+
+def freshness(root: Path, files: dict[str, bytes], trials: int) -> dict[str, list[float]]:
+    """Seconds from publish to served: /reload (poll-to-serve), long-poll over HTTP, bundle-dir watch."""
+    sys.path.insert(0, str(REPO))
+    from tests.predictor.trainer_stub import TrainerStub
+    stub = TrainerStub(root, free_port()).start()
+    out: dict[str, list[float]] = {"reload_http": [], "long_poll_http": [], "watch_dir": []}
+    version = 100
+    try:
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        with server([sys.executable, "-m", "predictor", "--host", "127.0.0.1", "--port", str(port),
+                     "--training-url", stub.url], port, {"PREDICT_LONG_POLL": "false",
+                                                          "LOCAL_MODEL_DIR": str(root.parent / "local")}):
+            for _ in range(trials):
+                version += 1
+                publish(root, version, files)
+                start = time.monotonic()
+                assert httpx.post(f"{url}/reload", timeout=30).json()["version"] == version
+                out["reload_http"].append(time.monotonic() - start)
+        modes = (("long_poll_http", ["--training-url", stub.url]), ("watch_dir", ["--bundle-dir", str(root)]))
+        for mode, args in modes:
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            with server([sys.executable, "-m", "predictor", "--host", "127.0.0.1", "--port", str(port), *args], port,
+                        {"PREDICT_LONG_POLL": "true", "LOCAL_MODEL_DIR": str(root.parent / "local2")}):
+                time.sleep(0.5)
+                for _ in range(trials):
+                    version += 1
+                    publish(root, version, files)
+                    out[mode].append(wait_version(url, version))
+                    time.sleep(0.3)
+    finally:
+        stub.stop()
+    return out
+
+
+def micro(root: Path) -> dict[str, float]:
+    """In-process µs per HotPath.strict call (100 rows) and per single call, per evaluator."""
+    bundle = read_current(root, None)
+    assert bundle is not None
+    hot = HotPath(Bounds(), 10_000)
+    strict, single = orjson.dumps({"requests": rows(100, 1)}), orjson.dumps(rows(1, 2)[0])
+    out = {}
+    for evaluator in ("auto", "xgboost"):
+        serving = build_serving(bundle, PredictorSettings(evaluator=evaluator), "bench")
+        for label, fn, body in (("strict100", hot.strict, strict), ("single", hot.single, single)):
+            n = 300
+            call = (lambda f, b, s: lambda: f(b, s))(fn, body, serving)
+            out[f"{label}_{evaluator}"] = min(timeit.repeat(call, number=n, repeat=3)) / n * 1e6
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--trials", type=int, default=5)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-predictor-"))
+    root = work / "bundles"
+    files = train_files()
+    publish(root, 1, files)
+    print(f"# bench_predictor — {TREES} trees depth {DEPTH}, machine: {os.cpu_count()} cores\n")
+    print("## in-process hot path (µs per call)\n", {k: round(v, 1) for k, v in micro(root).items()}, "\n")
+    variants = {
+        "ours (numpy forest, inline)": lambda p: ours(root, p),
+        "ours (xgboost inplace_predict, inline)": lambda p: ours(root, p, PREDICT_EVALUATOR="xgboost"),
+        "ours (numpy forest, threadpool)": lambda p: ours(root, p, PREDICT_INLINE_MAX_BYTES="0"),
+        "baseline (pydantic + DMatrix)": lambda p: baseline(root, p),
+    }
+    print("| variant | strict-100 p50 ms | p99 ms | req/s c1 | rows/s c4 | p50 c4 ms | single p50 ms c1 "
+          "| single p50 ms c8 | single req/s c8 | non-2xx | RSS MB (peak) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for label, start in variants.items():
+        port = free_port()
+        with start(port) as proc:
+            r = load_suite(f"http://127.0.0.1:{port}", args.duration, work)
+            rss, peak = rss_mb(proc.pid)
+        s1, s4, q1, q8 = r["strict100_c1"], r["strict100_c4"], r["single_c1"], r["single_c8"]
+        errors = sum(x["errors"] for x in r.values())
+        print(f"| {label} | {s1['p50']:.3f} | {s1['p99']:.3f} | {s1['rps']:.0f} | {s4['rps'] * 100:,.0f} | "
+              f"{s4['p50']:.3f} | {q1['p50']:.3f} | {q8['p50']:.3f} | {q8['rps']:,.0f} | {errors:.0f} | "
+              f"{rss:.0f} ({peak:.0f}) |", flush=True)
+    fresh = freshness(root, files, args.trials)
+    print("\n## new bundle → served (s)\n")
+    for mode, values in fresh.items():
+        print(f"- {mode}: median {statistics.median(values):.3f}, max {max(values):.3f}, n={len(values)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""``make demo`` = ``python -m demo``: the whole stack on loopback under a trace-driven load.
+
+Starts sim pods in two pools, a trainer + predictor per pool and the router (child processes, data
+under ``./demo-data``), replays the Azure LLM 2023 conversation trace (rate-scaled) through the
+router with a streaming OpenAI client for a bounded time while printing progress, retrains and the
+predictors' changing predictions, then prints the decision mix, the retrains and predicted vs
+actual TTFT and writes ``demo-summary.json``. Every child is stopped at the end, on error and on
+Ctrl-C. Trace: "Azure LLM inference trace 2023, Microsoft Azure" (CC-BY 4.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
+import orjson
+
+from demo.load import LoadStats, run_load
+from demo.procs import StartupError
+from demo.report import build_summary, print_report
+from demo.stack import LONG, SHORT, REPO, Stack, StackSpec
+from demo.watch import Watcher
+from demo.workload import DEFAULT_TRACE, ChatWorkload, load_trace
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
+    p.add_argument("--duration", type=float, default=60.0, help="seconds of load (default 60)")
+    p.add_argument("--rate-scale", type=float, default=3.0, help="trace arrival-rate multiplier (default 3)")
+    p.add_argument("--trace-start", type=float, default=0.0, help="offset into the trace (s)")
+    p.add_argument("--time-scale", type=float, default=0.25,
+                   help="sim real seconds per simulated second (0.25 = pods run 4x faster)")
+    p.add_argument("--retrain-interval", type=float, default=4.0, help="LATENCY_RETRAINING_INTERVAL_SEC")
+    p.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
+    p.add_argument("--workdir", type=Path, default=REPO / "demo-data", help="data + logs (wiped at start)")
+    p.add_argument("--summary", type=Path, default=REPO / "demo-summary.json")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+async def _drive(stack: Stack, args: argparse.Namespace, stats: LoadStats) -> tuple[Watcher, str]:
+    rows = load_trace(args.trace, args.rate_scale, args.duration, args.trace_start)
+    requests = ChatWorkload(seed=args.seed).requests(rows)
+    print(f"load: {len(rows)} requests from {args.trace.name} over {args.duration:.0f} s "
+          f"(rate x{args.rate_scale:g}), streaming chat completions via {stack.router_url}", flush=True)
+    watcher = Watcher({p: stack.logs(f"trainer-{p}") for p in stack.trainer_urls}, stack.predictor_urls, stats)
+    watch = asyncio.create_task(watcher.run())
+    try:
+        await run_load(stack.router_url, requests, stats, time.monotonic() + args.duration)
+        await asyncio.sleep(1.5)
+        watcher.read_retrains()
+        watcher.progress()
+    finally:
+        watch.cancel()
+    async with httpx.AsyncClient(timeout=5.0) as client:
+        metrics = (await client.get(stack.router_url + "/metrics")).text
+    return watcher, metrics
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    args.workdir.mkdir(parents=True)
+    spec = StackSpec(pools=(SHORT, LONG), time_scale=args.time_scale, retrain_interval_s=args.retrain_interval,
+                     sync_interval_s=1.0, min_samples_for_retrain=50, seed=args.seed,
+                     router={"predictor_timeout_ms": 25.0})
+    started = time.monotonic()
+    print(f"starting the stack in {args.workdir} (pools: short 3 pods / 4096 ctx, long 2 pods / 32768 ctx; "
+          f"trainer + predictor per pool; router) ...", flush=True)
+    with Stack(spec, args.workdir) as stack:
+        print(f"stack up in {time.monotonic() - started:.1f} s: router {stack.router_url}", flush=True)
+        stats = LoadStats()
+        watcher, metrics = asyncio.run(_drive(stack, args, stats))
+    settings = {"duration_s": args.duration, "rate_scale": args.rate_scale, "time_scale": args.time_scale,
+                "retrain_interval_s": args.retrain_interval, "trace": args.trace.name, "seed": args.seed}
+    return build_summary(stats.records, watcher, metrics, time.monotonic() - started, settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        summary = run(args)
+    except KeyboardInterrupt:
+        print("\ninterrupted: all child processes stopped", file=sys.stderr)
+        return 130
+    except StartupError as exc:
+        print(f"demo: the stack did not start: {exc}", file=sys.stderr)
+        return 1
+    print_report(summary)
+    args.summary.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    print(f"\nwrote {args.summary}  (logs in {args.workdir / 'logs'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

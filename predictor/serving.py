@@ -1,0 +1,136 @@
+"""The immutable thing a request predicts with: a loaded bundle plus its evaluator per model.
+
+``build_serving`` runs off the event loop: XGBoost load + smoke (``shared.model``), then, when
+allowed, compiles each booster into the numpy ``Forest`` and proves it bit-equal to XGBoost on
+a probe matrix built from the model's own thresholds. If the proof fails the bundle is still
+served, through ``inplace_predict``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import xgboost as xgb
+
+from predictor.forest import Forest, Unsupported, compile_forest
+from shared.bundle import Bundle
+from shared.errors import LatencyError
+from shared.features import MODEL_NAMES, FeatureSpec
+from shared.model import LoadedBundle, LoadedModel, load_bundle
+from shared.predictor_settings import PredictorSettings
+from shared.timefmt import from_epoch
+
+log = logging.getLogger(__name__)
+
+RawFn = Callable[[np.ndarray], np.ndarray]
+PROBE_ROWS = 512
+
+
+class PredictionFailed(LatencyError):
+    """The model produced no usable output (never a partial or non-finite answer)."""
+
+    status = 500
+
+
+@dataclass(frozen=True)
+class Serving:
+    """One live bundle. Swapped as a single reference; never mutated."""
+
+    loaded: LoadedBundle
+    raw: Mapping[str, RawFn]
+    evaluator: Mapping[str, str]
+    source: str
+    loaded_at: float
+    model_type: str
+    objective_type: str
+    quantile: float
+
+    @property
+    def version(self) -> int:
+        return self.loaded.version
+
+    @property
+    def prior(self) -> bool:
+        return bool(self.loaded.bundle.manifest.get("prior", False))
+
+    @property
+    def last_model_load(self) -> str:
+        return from_epoch(self.loaded_at)
+
+    def predict(self, name: str, cols: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Calibrated prediction of model ``name`` for every row (float64, ≥ 0)."""
+        model: LoadedModel = self.loaded.models[name]
+        try:
+            raw = self.raw[name](self.loaded.spec.matrix(name, cols))
+        except xgb.core.XGBoostError as exc:
+            raise PredictionFailed(f"{name}: {exc}") from None
+        return model.calibrate(raw.astype(np.float64))
+
+
+def _xgb_raw(booster: xgb.Booster) -> RawFn:
+    def raw(matrix: np.ndarray) -> np.ndarray:
+        out = booster.inplace_predict(matrix, validate_features=False)
+        return np.asarray(out, dtype=np.float32).reshape(len(matrix), -1)[:, 0]
+    return raw
+
+
+def probe_matrix(forest: Forest, rows: int = PROBE_ROWS, seed: int = 0) -> np.ndarray:
+    """Rows whose values sit exactly on, just below and around the forest's thresholds."""
+    rng = np.random.default_rng(seed)
+    out = np.zeros((rows, forest.n_features), dtype=np.float32)
+    real = np.isfinite(forest.thr)
+    for j in range(forest.n_features):
+        cuts = forest.thr[real & (forest.feat == j)]
+        if cuts.size == 0:
+            out[:, j] = rng.uniform(0, 1000, rows).astype(np.float32)
+            continue
+        picked = rng.choice(cuts, rows)
+        nudge = rng.integers(-1, 2, rows)  # below / on / above the threshold
+        out[:, j] = np.where(nudge < 0, np.nextafter(picked, np.float32(-np.inf)),
+                             np.where(nudge > 0, np.nextafter(picked, np.float32(np.inf)), picked))
+    return out
+
+
+def _native_or_none(model: LoadedModel) -> RawFn | None:
+    try:
+        forest = compile_forest(model.booster)
+    except Unsupported as exc:
+        log.info("%s: numpy evaluator not used (%s); serving with XGBoost", model.name, exc)
+        return None
+    probe = probe_matrix(forest)
+    expected = np.asarray(model.booster.inplace_predict(probe, validate_features=False), dtype=np.float32)
+    if not np.array_equal(forest.predict(probe), expected.reshape(len(probe), -1)[:, 0]):
+        log.warning("%s: numpy evaluator differs from XGBoost on the probe; serving with XGBoost", model.name)
+        return None
+    return forest.predict
+
+
+def _meta(bundle: Bundle, settings: PredictorSettings) -> tuple[str, str, float]:
+    manifest = bundle.manifest
+    quantile: Any = manifest.get("quantile")
+    if not isinstance(quantile, (int, float)) or not 0 < quantile <= 1:
+        quantile = settings.quantile_alpha
+    return (str(manifest.get("model_type") or settings.model_type),
+            str(manifest.get("objective_type") or settings.objective_type), float(quantile))
+
+
+def build_serving(bundle: Bundle, settings: PredictorSettings, source: str,
+                  expected: FeatureSpec | None = None) -> Serving:
+    """Load, smoke-test and (if possible) compile ``bundle``; raise ``BundleError`` to refuse it."""
+    loaded = load_bundle(bundle, expected or settings.feature_spec, nthread=settings.xgb_nthread)
+    raw: dict[str, RawFn] = {}
+    evaluator: dict[str, str] = {}
+    for name in MODEL_NAMES:
+        model = loaded.models[name]
+        native = _native_or_none(model) if settings.evaluator == "auto" else None
+        raw[name] = native or _xgb_raw(model.booster)
+        evaluator[name] = "numpy-forest" if native else "xgboost"
+    model_type, objective_type, quantile = _meta(bundle, settings)
+    return Serving(loaded, MappingProxyType(raw), MappingProxyType(evaluator), source, time.time(), model_type,
+                   objective_type, quantile)

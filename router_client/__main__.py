@@ -1,0 +1,55 @@
+"""``python -m router_client`` / ``latency-router``: the OpenAI-compatible routing proxy.
+
+    latency-router --host 0.0.0.0 --port 8080 --config router-config.json
+
+Environment fallbacks: ``ROUTER_HOST``, ``ROUTER_PORT``, ``ROUTER_CONFIG``, ``LATENCY_LOG_LEVEL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+import uvicorn
+
+from router_client.config import RouterConfig
+from router_client.errors import RouterConfigError
+from router_client.proxy.app import create_app
+from router_client.proxy.forwarding import ForwardSettings
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    env = os.environ
+    parser = argparse.ArgumentParser(prog="latency-router", description=__doc__.split("\n")[0])
+    parser.add_argument("--host", default=env.get("ROUTER_HOST", "0.0.0.0"), help="bind address")
+    parser.add_argument("--port", type=int, default=int(env.get("ROUTER_PORT", "8080")), help="bind port")
+    parser.add_argument("--config", default=env.get("ROUTER_CONFIG"), help="router config JSON file")
+    parser.add_argument("--served-model-name", default=None,
+                        help="answer /v1/models with this name instead of the pods' union")
+    parser.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect to a pod")
+    parser.add_argument("--log-level", default=env.get("LATENCY_LOG_LEVEL", "INFO"), help="Python log level")
+    args = parser.parse_args(argv)
+    if not args.config:
+        parser.error("--config (or ROUTER_CONFIG) is required")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = RouterConfig.load(args.config)
+    except RouterConfigError as exc:
+        print(f"latency-router: {exc.message}", file=sys.stderr)
+        return 2
+    settings = ForwardSettings(connect_timeout_s=args.connect_timeout, served_model_name=args.served_model_name)
+    app = create_app(config, settings)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False,
+                loop="auto", http="auto", lifespan="on", timeout_graceful_shutdown=5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,201 @@
+"""Router configuration: one JSON file, validated at start-up (unknown keys fail).
+
+Build with :meth:`RouterConfig.load` (a file path) or ``RouterConfig.model_validate(dict)`` in
+tests. Every field carries a description; ``router_client/README.md`` lists them with defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from router_client.errors import RouterConfigError
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+class PoolConfig(BaseModel):
+    """One pool of model servers sharing a configuration (and therefore one latency model)."""
+
+    model_config = _STRICT
+
+    name: str = Field(description="Pool name (e.g. 'short', 'long'); used in metrics and decisions.", min_length=1)
+    pods: list[str] = Field(description="Base URLs of the pool's model servers (http://host:port).", min_length=1)
+    max_context: int = Field(
+        default=32768, description="Largest prompt + output tokens a pod of the pool accepts.", gt=0)
+    trainer_url: str | None = Field(
+        default=None, description="The pool's trainer; samples are flushed there (None: off).")
+    predictor_urls: list[str] = Field(
+        default_factory=list, description="Predictor replicas of the pool; bulk calls rotate over them "
+        "(empty: always the composite fallback).")
+    pod_type: str = Field(default="", description="llm-d role label sent as pod_type ('' = monolithic).")
+
+
+class ClassifierConfig(BaseModel):
+    """Pool choice by token budget. A request goes to the long pool iff its expected output exceeds
+    ``output_threshold_tokens`` OR prompt + expected output exceeds ``total_threshold_tokens`` OR
+    prompt + max_tokens (or + expected output when max_tokens is absent) does not fit the short
+    pool's ``max_context``."""
+
+    model_config = _STRICT
+
+    short_pool: str = Field(
+        default="short", description="Name of the short pool (if only one pool exists it takes all).")
+    long_pool: str = Field(default="long", description="Name of the long pool.")
+    output_threshold_tokens: int = Field(default=512, description="Expected output above this → long pool.", ge=0)
+    total_threshold_tokens: int | None = Field(
+        default=2048,
+        description="Prompt + expected output above this → long pool (null: output threshold only).", ge=0)
+    default_bytes_per_token: float = Field(
+        default=4.0, description="Bytes of request body per prompt token before anything is learned.", gt=0)
+    bytes_per_token_alpha: float = Field(
+        default=0.05, description="EMA weight of each new usage.prompt_tokens observation (per route).", gt=0, le=1)
+    default_output_tokens: int = Field(
+        default=256, description="Expected output when max_tokens is absent and no history exists.", ge=1)
+    output_percentile: float = Field(
+        default=90.0,
+        description="History percentile (per route / system-prompt hash) that caps max_tokens.", gt=0, le=100)
+    history_size: int = Field(default=512, description="Recent output lengths kept per history key.", ge=1)
+    history_min_samples: int = Field(default=20, description="Samples a history key needs before it is used.", ge=1)
+    history_max_keys: int = Field(default=4096, description="Distinct system-prompt hashes tracked (LRU).", ge=1)
+
+
+class PluginSpec(BaseModel):
+    """A plugin by registry name, its weight (scorers only) and its parameters."""
+
+    model_config = _STRICT
+
+    name: str = Field(description="Registry name of the plugin.")
+    weight: float = Field(default=1.0, description="Scorer weight (ignored for filters and pickers).", ge=0)
+    params: dict[str, Any] = Field(default_factory=dict, description="Plugin parameters (validated by the plugin).")
+
+
+class SchedulerConfig(BaseModel):
+    """The filter → score → pick pipeline run inside the chosen pool."""
+
+    model_config = _STRICT
+
+    filters: list[PluginSpec] = Field(
+        default_factory=lambda: [PluginSpec(name="prefix-affinity"), PluginSpec(name="slo-headroom")],
+        description="Filters, in order (with predictions).")
+    scorers: list[PluginSpec] = Field(
+        default_factory=lambda: [PluginSpec(name="latency-headroom")],
+        description="Scorers used when predictions are present.")
+    fallback_scorers: list[PluginSpec] = Field(
+        default_factory=lambda: [PluginSpec(name="composite")],
+        description="Scorers used when predictions are missing.")
+    picker: PluginSpec = Field(default_factory=lambda: PluginSpec(name="weighted-random"), description="Picker.")
+    exploration: float = Field(
+        default=0.02, description="Share of decisions routed to a uniformly random pod of the pool.", ge=0, le=1)
+    min_share: float = Field(
+        default=0.5, description="Anti-starvation bound: a pod whose recent share falls below min_share × fair share "
+        "gets the next request of its pool (0 disables).", ge=0, le=1)
+    share_window: int = Field(
+        default=200,
+        description="Decisions (per pool) over which recent shares are measured (exponential decay).", ge=2)
+    seed: int | None = Field(default=None, description="Seed of the random choices (null: nondeterministic).")
+
+
+class SloConfig(BaseModel):
+    """SLO admission."""
+
+    model_config = _STRICT
+
+    default_ttft_ms: float | None = Field(default=None, description="TTFT SLO when a request carries none.", gt=0)
+    default_tpot_ms: float | None = Field(default=None, description="TPOT SLO when a request carries none.", gt=0)
+    retry_after_s: float = Field(default=1.0, description="Retry-After hint attached to shed decisions.", ge=0)
+
+
+class PrefixConfig(BaseModel):
+    """Approximate prefix-cache index (router-side)."""
+
+    model_config = _STRICT
+
+    block_bytes: int = Field(default=64, description="Bytes of prompt text per block (≈ 16 tokens).", ge=1)
+    capacity_blocks: int = Field(default=65536, description="Block hashes remembered per pod (LRU).", ge=1)
+    max_blocks_per_request: int = Field(default=2048, description="Leading blocks of a prompt that are hashed.", ge=1)
+
+
+class ScraperConfig(BaseModel):
+    """Background scrape of every pod's vLLM /metrics."""
+
+    model_config = _STRICT
+
+    interval_s: float = Field(default=0.1, description="Seconds between scrapes of each pod.", gt=0)
+    timeout_s: float = Field(default=1.0, description="HTTP timeout of one scrape.", gt=0)
+    stale_after_s: float = Field(
+        default=2.0, description="A pod's metrics older than this count as stale (router_endpoint_staleness_seconds; "
+        "the last values are still used, router-side in-flight is always current).", gt=0)
+
+
+class ReporterConfig(BaseModel):
+    """Training samples buffered per pool and flushed to the pool's trainer."""
+
+    model_config = _STRICT
+
+    flush_interval_s: float = Field(default=1.0, description="Seconds between flushes.", gt=0)
+    max_buffer_rows: int = Field(
+        default=20000, description="Rows kept per pool while the trainer is away (drop-oldest).",
+                                 ge=1)
+    max_flush_rows: int = Field(default=10000, description="Rows per POST /add_training_data_bulk.", ge=1)
+    timeout_s: float = Field(default=5.0, description="HTTP timeout of a flush.", gt=0)
+    error_window: int = Field(
+        default=1000, description="Recent (prediction, actual) pairs per pool for live error.", ge=1)
+
+
+class RouterConfig(BaseModel):
+    """The whole router-client configuration (the JSON file of ``--config``)."""
+
+    model_config = _STRICT
+
+    pools: list[PoolConfig] = Field(description="Pools (at least one).", min_length=1)
+    classifier: ClassifierConfig = Field(default_factory=lambda: ClassifierConfig(), description="Pool classifier.")
+    scheduler: SchedulerConfig = Field(default_factory=lambda: SchedulerConfig(), description="Scheduling pipeline.")
+    slo: SloConfig = Field(default_factory=lambda: SloConfig(), description="SLO admission.")
+    prefix: PrefixConfig = Field(default_factory=lambda: PrefixConfig(), description="Prefix index.")
+    scraper: ScraperConfig = Field(default_factory=lambda: ScraperConfig(), description="Endpoint scraper.")
+    reporter: ReporterConfig = Field(default_factory=lambda: ReporterConfig(), description="Sample reporter.")
+    predictor_timeout_ms: float = Field(
+        default=5.0, description="Budget from the start of a decision to the predictions; then the fallback.", gt=0)
+    predictor_http_timeout_ms: float = Field(
+        default=250.0,
+        description="Hard HTTP timeout of one bulk call (a late answer still frees the connection).", gt=0)
+    coalesce_window_ms: float = Field(
+        default=1.0,
+        description="Concurrent decisions within this window share one bulk call (0: no coalescing).", ge=0)
+    max_coalesced_rows: int = Field(
+        default=10000, description="Row cap of one bulk call (contract limit).", ge=1, le=10000)
+    predictor_backoff_s: float = Field(
+        default=1.0, description="A predictor URL that failed is skipped for this long (unless all failed).", ge=0)
+
+    @model_validator(mode="after")
+    def _unique_pools(self) -> RouterConfig:
+        names = [p.name for p in self.pools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate pool names {names}")
+        return self
+
+    def pool(self, name: str) -> PoolConfig:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(name)
+
+    @classmethod
+    def load(cls, path: str | Path) -> RouterConfig:
+        """Read and validate a JSON config file; raise ``RouterConfigError`` naming the problem."""
+        try:
+            data = orjson.loads(Path(path).read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            raise RouterConfigError(f"cannot read router config {path}: {exc}") from None
+        return cls.parse(data)
+
+    @classmethod
+    def parse(cls, data: Any) -> RouterConfig:
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise RouterConfigError(f"invalid router config: {exc}") from None

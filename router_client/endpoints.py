@@ -1,0 +1,112 @@
+"""Endpoint state: the scraped-metrics snapshot (replaced whole by the scraper, only read by the hot
+path) plus router-side in-flight tracking, turned into one contract feature row per pod."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from router_client.config import PoolConfig
+
+Row = dict[str, float | int | str]
+
+
+@dataclass(frozen=True, slots=True)
+class PodMetrics:
+    """One scrape of a pod's vLLM ``/metrics``."""
+
+    waiting: int = 0
+    running: int = 0
+    kv_cache: float = 0.0
+    """KV-cache usage fraction 0..1."""
+    preemptions: int = 0
+    scraped_at: float = float("-inf")
+    """Monotonic time of the scrape (-inf: never scraped)."""
+
+
+@dataclass(slots=True)
+class _Open:
+    pod: str
+    uncached: int
+    first_token_seen: bool = False
+
+
+class EndpointState:
+    def __init__(self, pools: Sequence[PoolConfig], stale_after_s: float, clock: Callable[[], float]) -> None:
+        self.pods = [pod for p in pools for pod in p.pods]
+        self.stale_after_s = stale_after_s
+        self._clock = clock
+        self._snapshot: Mapping[str, PodMetrics] = MappingProxyType(dict.fromkeys(self.pods, PodMetrics()))
+        self._running = dict.fromkeys(self.pods, 0)
+        self._prefill = dict.fromkeys(self.pods, 0)
+        self._open: dict[str, _Open] = {}
+
+    # -- scraped metrics -------------------------------------------------------------------
+    @property
+    def snapshot(self) -> Mapping[str, PodMetrics]:
+        return self._snapshot
+
+    def publish(self, updates: Mapping[str, PodMetrics]) -> None:
+        """Replace the snapshot with one where ``updates`` override the previous values."""
+        merged = dict(self._snapshot)
+        merged.update(updates)
+        self._snapshot = MappingProxyType(merged)
+
+    def now(self) -> float:
+        return self._clock()
+
+    def staleness(self, pod: str) -> float:
+        return self._clock() - self._snapshot[pod].scraped_at
+
+    def is_stale(self, pod: str) -> bool:
+        return self.staleness(pod) > self.stale_after_s
+
+    # -- router-side in-flight --------------------------------------------------------------
+    def dispatch(self, request_id: str, pod: str, uncached_tokens: int) -> None:
+        if request_id in self._open:
+            self.complete(request_id)
+        self._open[request_id] = _Open(pod, uncached_tokens)
+        self._running[pod] = self._running.get(pod, 0) + 1
+        self._prefill[pod] = self._prefill.get(pod, 0) + uncached_tokens
+
+    def first_token(self, request_id: str) -> None:
+        entry = self._open.get(request_id)
+        if entry is None or entry.first_token_seen:
+            return
+        entry.first_token_seen = True
+        self._prefill[entry.pod] -= entry.uncached
+
+    def complete(self, request_id: str) -> None:
+        self.first_token(request_id)
+        entry = self._open.pop(request_id, None)
+        if entry is not None:
+            self._running[entry.pod] -= 1
+
+    def running(self, pod: str) -> int:
+        return self._running.get(pod, 0)
+
+    def prefill_in_flight(self, pod: str) -> int:
+        return self._prefill.get(pod, 0)
+
+    # -- features ---------------------------------------------------------------------------
+    def feature_rows(self, pool: PoolConfig, prompt_tokens: int, prefix_scores: Sequence[float]) -> list[Row]:
+        """The eleven contract fields per pod of ``pool`` (num_tokens_generated = 1, as the EPP sends)."""
+        snap = self._snapshot
+        rows: list[Row] = []
+        for pod, prefix in zip(pool.pods, prefix_scores, strict=True):
+            m = snap[pod]
+            rows.append({
+                "kv_cache_percentage": min(max(m.kv_cache, 0.0), 1.0),
+                "input_token_length": prompt_tokens,
+                "num_request_waiting": m.waiting,
+                "num_request_running": self._running[pod],
+                "num_tokens_generated": 1,
+                "prefix_cache_score": prefix,
+                "pod_type": pool.pod_type,
+                "prefill_tokens_in_flight": max(self._prefill[pod], 0),
+                "decode_tokens_in_flight": 0,
+                "encoder_input_size": 0,
+                "encoder_matched_size": 0,
+            })
+        return rows

@@ -1,0 +1,208 @@
+"""One proxied request: parse → decide → forward to the chosen pod → relay → report.
+
+Error mapping (see ``http_errors``): shed → 429 + ``Retry-After``; no pod → 503; pod unreachable
+before any byte → 502; an upstream error status is passed through with its body; a pod that dies
+mid-stream ends the stream with an SSE error event. Routing trouble never becomes a 500: the
+library falls back to a composite score when predictions are missing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+from starlette.responses import Response
+
+from router_client.proxy.errors import NoEndpoint, ProxyError, Shed, UpstreamUnavailable
+from router_client.proxy.metrics import Outcome, ProxyMetrics
+from router_client.proxy.parsing import parse_request, upstream_body
+from router_client.proxy.relay import RelayResponse, StreamRelay
+from router_client.router import Decision, Router
+
+_FORWARDED_HEADERS = ("authorization", "x-request-id", "traceparent", "tracestate")
+_PASSED_BACK_HEADERS = ("content-type", "cache-control")
+
+
+@dataclass(frozen=True)
+class ForwardSettings:
+    """Proxy knobs that are not router configuration (set from the command line)."""
+
+    connect_timeout_s: float = 5.0
+    """Connecting to a pod; beyond this the request fails with 502."""
+    write_timeout_s: float = 30.0
+    max_connections: int = 1024
+    max_keepalive: int = 256
+    served_model_name: str | None = None
+    """Answer ``/v1/models`` with this name instead of asking the pods."""
+
+
+def make_client(settings: ForwardSettings) -> httpx.AsyncClient:
+    """The shared keep-alive client to the pods: no read timeout (long streams), bounded connect."""
+    timeout = httpx.Timeout(connect=settings.connect_timeout_s, read=None, write=settings.write_timeout_s,
+                            pool=None)
+    limits = httpx.Limits(max_connections=settings.max_connections,
+                          max_keepalive_connections=settings.max_keepalive)
+    return httpx.AsyncClient(timeout=timeout, limits=limits, headers={"accept-encoding": "identity"})
+
+
+class Forwarder:
+    """Turns one OpenAI request into a routed, relayed and reported upstream call."""
+
+    def __init__(self, router: Router, client: httpx.AsyncClient, metrics: ProxyMetrics,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._router = router
+        self._client = client
+        self._metrics = metrics
+        self._clock = clock
+
+    async def handle(self, route: str, body: bytes, headers: Mapping[str, str]) -> Response:
+        try:
+            response = await self._handle(route, body, headers)
+        except ProxyError as exc:
+            self._metrics.responses.labels(route, str(exc.status)).inc()
+            raise
+        self._metrics.responses.labels(route, str(response.status_code)).inc()
+        return response
+
+    async def _handle(self, route: str, body: bytes, headers: Mapping[str, str]) -> Response:
+        received = self._clock()
+        parsed = parse_request(route, body, headers)
+        decision = await self._router.decide(parsed.info)
+        self._metrics.decided(decision.pool, decision.pod_url, decision.fallback, decision.shed)
+        model = str(parsed.payload.get("model") or "")
+        labels = (model, model, decision.pool)
+        if decision.shed:
+            self._metrics.errors.labels(*labels, "shed").inc()
+            retry = max(1, math.ceil(decision.retry_after_s or 1.0))
+            raise Shed(decision.reason, retry_after_s=retry, pool=decision.pool, request_id=parsed.info.request_id)
+        if decision.pod_url is None:
+            raise NoEndpoint(f"no pod available in pool {decision.pool}: {decision.reason}", retry_after_s=1)
+        self._metrics.observe_predictions(labels, decision.predicted_ttft_ms, decision.predicted_tpot_ms)
+        call = _Call(self._router, self._metrics, decision, labels)
+        request = self._client.build_request(
+            "POST", decision.pod_url + route, content=upstream_body(parsed, body),
+            headers=_forward_headers(headers, parsed.info.request_id))
+        started = self._clock()
+        self._metrics.overhead.observe(started - received)
+        try:
+            upstream = await self._client.send(request, stream=True)
+        except httpx.TransportError as exc:
+            call.report(Outcome(None, (self._clock() - started) * 1000.0, 0, None, "connect"))
+            raise UpstreamUnavailable(f"pod {decision.pod_url} unreachable: {type(exc).__name__}",
+                                      pod=decision.pod_url, pool=decision.pool) from None
+        out_headers = _response_headers(upstream, decision, parsed.info.request_id)
+        if upstream.status_code >= 400 or not parsed.stream:
+            return await self._whole(upstream, call, started, out_headers)
+        relay = StreamRelay(upstream, started=started, strip_usage=not parsed.client_wants_usage,
+                            on_first_token=call.first_token, report=call.report, clock=self._clock)
+        return _Streamed(RelayResponse(relay, upstream.status_code, out_headers), upstream.status_code)
+
+    async def _whole(self, upstream: httpx.Response, call: _Call, started: float,
+                     headers: list[tuple[bytes, bytes]]) -> Response:
+        """Non-streaming responses and upstream error statuses: read all, pass through, report."""
+        try:
+            content = await upstream.aread()
+        except httpx.TransportError as exc:
+            call.report(Outcome(None, (self._clock() - started) * 1000.0, 0, None, "midstream"))
+            raise UpstreamUnavailable(f"pod {call.pod} failed while answering: {type(exc).__name__}",
+                                      pod=call.pod, pool=call.decision.pool) from None
+        finally:
+            await upstream.aclose()
+        e2e_ms = (self._clock() - started) * 1000.0
+        if upstream.status_code >= 400:
+            call.report(Outcome(None, e2e_ms, 0, None, str(upstream.status_code)))
+        else:
+            completion, prompt = _usage_of(content)
+            call.report(Outcome(e2e_ms, e2e_ms, completion, prompt))
+        return _Raw(content, upstream.status_code, headers)
+
+
+class _Call:
+    """Reporting for one dispatched request (exactly once, to router and metrics)."""
+
+    __slots__ = ("_router", "_metrics", "decision", "pod", "_labels", "_reported")
+
+    def __init__(self, router: Router, metrics: ProxyMetrics, decision: Decision,
+                 labels: tuple[str, str, str]) -> None:
+        self._router = router
+        self._metrics = metrics
+        self.decision = decision
+        self.pod = decision.pod_url or ""
+        self._labels = labels
+        self._reported = False
+
+    def first_token(self) -> None:
+        self._router.on_first_token(self.decision)
+
+    def report(self, outcome: Outcome) -> None:
+        if self._reported:
+            return
+        self._reported = True
+        error = outcome.error_code is not None
+        self._router.on_complete(self.decision, outcome.ttft_ms or 0.0, outcome.e2e_ms, outcome.output_tokens,
+                                 outcome.prompt_tokens, error=error)
+        self._metrics.observe_outcome(self._labels, outcome)
+        if outcome.error_code in ("midstream", "upstream_event"):
+            self._metrics.stream_errors.labels(self.decision.pool, self.pod).inc()
+
+
+def _forward_headers(headers: Mapping[str, str], request_id: str) -> dict[str, str]:
+    out = {"content-type": "application/json", "x-request-id": request_id}
+    for name in _FORWARDED_HEADERS:
+        value = headers.get(name)
+        if value is not None and name != "x-request-id":
+            out[name] = value
+    return out
+
+
+def _response_headers(upstream: httpx.Response, decision: Decision, request_id: str) -> list[tuple[bytes, bytes]]:
+    out = [(name.encode(), upstream.headers[name].encode()) for name in _PASSED_BACK_HEADERS
+           if name in upstream.headers]
+    out.append((b"x-routed-pod", (decision.pod_url or "").encode()))
+    out.append((b"x-routed-pool", decision.pool.encode()))
+    out.append((b"x-request-id", request_id.encode()))
+    out.append((b"x-routing-fallback", b"true" if decision.fallback else b"false"))
+    if decision.predicted_ttft_ms is not None:
+        out.append((b"x-predicted-ttft-ms", f"{decision.predicted_ttft_ms:.3f}".encode()))
+    if decision.predicted_tpot_ms is not None:
+        out.append((b"x-predicted-tpot-ms", f"{decision.predicted_tpot_ms:.3f}".encode()))
+    return out
+
+
+def _usage_of(content: bytes) -> tuple[int, int | None]:
+    try:
+        obj: Any = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return 0, None
+    usage = obj.get("usage") if isinstance(obj, dict) else None
+    if not isinstance(usage, dict):
+        return 0, None
+    completion, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    return (completion if isinstance(completion, int) else 0), (prompt if isinstance(prompt, int) else None)
+
+
+class _Raw(Response):
+    """A fully-read upstream body with its status and our headers (no re-encoding)."""
+
+    def __init__(self, content: bytes, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+        self.status_code = status
+        self.body = content
+        self.background = None
+        self.raw_headers = [*headers, (b"content-length", str(len(content)).encode())]
+
+
+class _Streamed(Response):
+    """Adapter so route handlers return a Starlette ``Response`` for streamed relays."""
+
+    def __init__(self, app: RelayResponse, status: int) -> None:
+        self._app = app
+        self.status_code = status
+        self.background = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self._app(scope, receive, send)

@@ -1,0 +1,131 @@
+"""``predicted-latency`` and ``dual-pool`` replay policies: the router's decision core in virtual time.
+
+Per request: (dual-pool) the pool classifier picks short or long by token budget — the trace's
+output length, when the replay exposes it, plays the role of ``max_tokens``, otherwise the
+per-route history percentile is used; then the pool's latency models (in-process, retrained every
+``retrain_interval_s`` of virtual time from the samples of completed requests) predict TTFT/TPOT
+for every candidate pod, and the same :class:`~router_client.pipeline.DecisionCore` as the live
+router filters, scores, picks or sheds. Before a pool's first fit the composite fallback scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from router_client.classifier import PoolClassifier
+from router_client.config import PoolConfig, SloConfig
+from router_client.pipeline import DecisionCore
+from router_client.replay.options import ReplayOptions
+from router_client.replay.retrainer import InProcessRetrainer, RetrainSettings
+from router_client.scheduling.contracts import Candidate, SchedulingRequest
+from sim.cluster.policy import Completion, Decision, PodSnapshot, PolicyContext, RequestView
+
+_ROUTE = "/v1/completions"
+ALL = "all"
+"""predicted-latency treats every pod of the cluster as one pool with one model."""
+
+
+def feature_columns(request: RequestView, pods: Sequence[PodSnapshot]) -> dict[str, np.ndarray]:
+    """The contract columns of every (request, pod) row, as a predictor would parse them."""
+    n = len(pods)
+    zeros = np.zeros(n)
+    return {
+        "kv_cache_percentage": np.array([p.metrics.kv_cache_usage for p in pods], dtype=np.float64),
+        "input_token_length": np.full(n, float(request.prompt_tokens)),
+        "num_request_waiting": np.array([p.metrics.num_requests_waiting for p in pods], dtype=np.float64),
+        "num_request_running": np.array([p.in_flight for p in pods], dtype=np.float64),
+        "num_tokens_generated": np.ones(n),
+        "prefix_cache_score": np.array([p.prefix_cache_score for p in pods], dtype=np.float64),
+        "pod_type": zeros,
+        "prefill_tokens_in_flight": np.array([p.prefill_tokens_in_flight for p in pods], dtype=np.float64),
+        "decode_tokens_in_flight": zeros,
+        "encoder_input_size": zeros,
+        "encoder_matched_size": zeros,
+    }
+
+
+class PredictedLatencyPolicy:
+    """One latency model per pool; ``dual=True`` adds the pool classifier in front."""
+
+    def __init__(self, ctx: PolicyContext, dual: bool) -> None:
+        self.name = "dual-pool" if dual else "predicted-latency"
+        self.opts = ReplayOptions.parse(ctx.options)
+        pools: dict[str, list[str]] = {}
+        for pod_id, pool in ctx.pods:
+            pools.setdefault(pool if dual else ALL, []).append(pod_id)
+        self.pools = pools
+        self.core = DecisionCore(self.opts.scheduler(ctx.seed), SloConfig(), pools)
+        settings = RetrainSettings(min_samples=self.opts.min_samples, bucket_cap=self.opts.bucket_cap,
+                                   rounds=self.opts.rounds, alpha=self.opts.alpha)
+        self.models = {pool: InProcessRetrainer(settings) for pool in pools}
+        self.classifier: PoolClassifier | None = None
+        if dual:
+            cfg = self.opts.classifier()
+            missing = {cfg.short_pool, cfg.long_pool} - set(pools)
+            if missing and len(pools) > 1:
+                raise ValueError(f"dual-pool: pools {sorted(missing)} not in the cluster {sorted(pools)}")
+            self.classifier = PoolClassifier(cfg, [PoolConfig(name=p, pods=ids) for p, ids in pools.items()])
+        self._next_retrain = self.opts.retrain_interval_s
+        self.retrains = 0
+
+    # -- policy protocol --------------------------------------------------------------------
+    def choose(self, request: RequestView, pods: Sequence[PodSnapshot]) -> Decision:
+        self._maybe_retrain(request.arrival_s)
+        pool, cands = self._pool_of(request, pods)
+        model = self.models[pool].model
+        ttft = tpot = None
+        if model is not None:
+            cols = feature_columns(request, cands)
+            ttft, tpot = model.predict("ttft", cols), model.predict("tpot", cols)
+        candidates = [
+            Candidate(p.pod_id, p.metrics.kv_cache_usage, p.metrics.num_requests_waiting, p.in_flight,
+                      p.prefill_tokens_in_flight, p.prefix_cache_score,
+                      float(ttft[i]) if ttft is not None else None, float(tpot[i]) if tpot is not None else None, i)
+            for i, p in enumerate(cands)
+        ]
+        sreq = SchedulingRequest(request.request_id, request.prompt_tokens, request.slo_ttft_ms,
+                                 request.slo_tpot_ms, self.opts.sheddable)
+        outcome = self.core.decide(pool, sreq, candidates)
+        if outcome.index is None:
+            return Decision.shed(outcome.reason.split(" ", 1)[0])
+        chosen = candidates[outcome.index]
+        return Decision.route(chosen.pod, chosen.predicted_ttft_ms, chosen.predicted_tpot_ms)
+
+    def on_complete(self, completion: Completion) -> None:
+        self.models[completion.pool if self.classifier is not None else ALL].add(completion.sample)
+        if self.classifier is not None:
+            self.classifier.history.observe("route:" + _ROUTE, completion.output_tokens)
+
+    # -- internals --------------------------------------------------------------------------
+    def _maybe_retrain(self, now: float) -> None:
+        if now < self._next_retrain:
+            return
+        for model in self.models.values():
+            self.retrains += model.retrain()
+        self._next_retrain = now + self.opts.retrain_interval_s
+
+    def _pool_of(self, request: RequestView, pods: Sequence[PodSnapshot]) -> tuple[str, list[PodSnapshot]]:
+        if self.classifier is None:
+            return ALL, list(pods)
+        c = self.classifier
+        if c.single is not None:
+            return c.single, list(pods)
+        short = [p for p in pods if p.pool == c.short]
+        if not short:
+            return c.long, [p for p in pods if p.pool == c.long]
+        c.short_context = short[0].max_model_len
+        max_tokens = request.max_output_tokens or request.expected_output_tokens
+        expected = c.expected_output(_ROUTE, None, max_tokens)
+        pool, _ = c.classify_tokens(request.prompt_tokens, expected, max_tokens)
+        chosen = short if pool == c.short else [p for p in pods if p.pool == c.long]
+        return (pool, chosen) if chosen else (c.short, short)
+
+
+def predicted_latency(ctx: PolicyContext) -> PredictedLatencyPolicy:
+    return PredictedLatencyPolicy(ctx, dual=False)
+
+
+def dual_pool(ctx: PolicyContext) -> PredictedLatencyPolicy:
+    return PredictedLatencyPolicy(ctx, dual=True)

@@ -1,0 +1,102 @@
+"""In-process retraining for the replay, in virtual time, with the trainer's own fitting code.
+
+Samples go into a ``trainer.window.Window`` (stratified train store + newest-rows holdout);
+``retrain()`` fits both models with ``trainer.fit.fit_booster``, calibrates each on the holdout
+with ``trainer.calibrate.calibrate`` and assembles a bundle with ``shared.bundle`` that is loaded
+with ``shared.model.load_bundle`` — the same code paths as trainer and predictor, minus HTTP
+and disk. (No challenger check: a new fit always replaces the previous one.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+import xgboost as xgb
+
+from shared.bundle import Bundle, build_manifest
+from shared.features import MODEL_NAMES, TARGET_OF, FeatureSpec, pod_type_code
+from shared.model import LoadedBundle, load_bundle
+from shared.timefmt import rfc3339
+from trainer.calibrate import calibrate
+from trainer.cycle import bundle_meta
+from trainer.fit import FitParams, fit_booster, training_columns
+from trainer.store.record import STORED_FIELDS
+from trainer.window import Rows, Window
+
+
+@dataclass(frozen=True)
+class RetrainSettings:
+    min_samples: int = 100
+    bucket_cap: int = 500
+    holdout_ratio: float = 0.1
+    max_holdout: int = 2000
+    rounds: int = 60
+    nthread: int = 2
+    alpha: float = 0.9
+
+
+def sample_matrix(samples: Sequence[Mapping[str, float | int | str]]) -> np.ndarray:
+    """TrainingEntry rows → float64 matrix in ``STORED_FIELDS`` order (pod_type as its code)."""
+    out = np.empty((len(samples), len(STORED_FIELDS)), dtype=np.float64)
+    for j, name in enumerate(STORED_FIELDS):
+        if name == "pod_type":
+            out[:, j] = [pod_type_code(str(s.get(name) or "")) for s in samples]
+        else:
+            out[:, j] = [float(s.get(name, 0.0)) for s in samples]  # type: ignore[arg-type]
+    return out
+
+
+class InProcessRetrainer:
+    def __init__(self, settings: RetrainSettings, spec: FeatureSpec | None = None) -> None:
+        self.settings = settings
+        self.spec = spec or FeatureSpec()
+        self.params = FitParams(alpha=settings.alpha, rounds=settings.rounds, nthread=settings.nthread)
+        self.window = Window(settings.bucket_cap, settings.holdout_ratio, settings.max_holdout)
+        self._pending: list[Mapping[str, float | int | str]] = []
+        self._seq = 0
+        self.model: LoadedBundle | None = None
+        self.version = 0
+
+    def add(self, sample: Mapping[str, float | int | str]) -> None:
+        self._pending.append(sample)
+
+    def _ingest(self) -> None:
+        if not self._pending:
+            return
+        matrix = sample_matrix(self._pending)
+        self.window.add(self._seq, matrix)
+        self._seq += len(matrix)
+        self._pending = []
+
+    def retrain(self) -> bool:
+        """Fit and swap in a new bundle if both models have enough rows; True when swapped."""
+        self._ingest()
+        models: dict[str, dict[str, object]] = {}
+        files: dict[str, bytes] = {}
+        for name in MODEL_NAMES:
+            train, holdout = self.window.snapshot(name)
+            if len(train) < self.settings.min_samples:
+                return False
+            booster = fit_booster(self.spec, name, train, self.params)
+            features = self.spec.columns(name)
+            cal = calibrate(self._raw(booster, name, holdout), holdout.column(TARGET_OF[name]),
+                            self.params.alpha, self.params.objective) if len(holdout) else None
+            files[f"{name}.ubj"] = bytes(booster.save_raw("ubj"))
+            models[name] = {"file": f"{name}.ubj", "features": list(features), "quantiles": [self.params.alpha],
+                            "calibration": cal.as_dict() if cal else {"scale": 1.0, "offset": 0.0},
+                            "training_rows": len(train), "holdout_rows": len(holdout)}
+        self.version += 1
+        manifest = build_manifest(self.version, rfc3339(), models, files,
+                                  bundle_meta(self.spec, self.params, prior=False), None)
+        bundle = Bundle(MappingProxyType(manifest), MappingProxyType(files))
+        self.model = load_bundle(bundle, self.spec, nthread=1)
+        return True
+
+    def _raw(self, booster: xgb.Booster, name: str, rows: Rows) -> np.ndarray:
+        cols = training_columns(name, rows, self.params.tpot_zero_token_count)
+        matrix = self.spec.matrix(name, cols)
+        out = booster.inplace_predict(matrix, validate_features=False)
+        return np.asarray(out, dtype=np.float64).reshape(len(matrix), -1)[:, 0]

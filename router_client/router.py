@@ -1,0 +1,240 @@
+"""The router-client facade: what a router (or the OpenAI-compatible proxy) embeds.
+
+Per request: :meth:`Router.decide` picks the pool by token budget, builds one feature row per
+pod of that pool from the endpoint snapshot (scraped metrics + router-side in-flight + prefix
+index), asks the pool's predictors for all of them in one coalesced bulk call (falling back to a
+composite score when that fails or is late), runs filter → score → pick, and admits or sheds.
+After the stream, :meth:`Router.on_first_token` and :meth:`Router.on_complete` report what was
+seen so the models keep learning. ``decide`` never raises for predictor trouble.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+import httpx
+from prometheus_client import CollectorRegistry
+
+from router_client.classifier import PoolClassifier
+from router_client.config import PoolConfig, RouterConfig
+from router_client.endpoints import EndpointState
+from router_client.errors import PredictionUnavailable
+from router_client.live_metrics import RouterMetrics
+from router_client.pipeline import DecisionCore, Outcome
+from router_client.predictor_client import PredictorClient
+from router_client.prefix_index import PrefixIndex, text_block_hashes
+from router_client.reporter import SampleReporter, training_row
+from router_client.scheduling.contracts import Candidate, SchedulingRequest
+from router_client.scraper import MetricsScraper
+
+log = logging.getLogger(__name__)
+
+Features = dict[str, float | int | str]
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    """What the router knows about a request before dispatch."""
+
+    route: str
+    """"/v1/completions" or "/v1/chat/completions" (any string: it keys the bytes/token EMA)."""
+    body_bytes: int
+    prompt_tokens: int | None = None
+    """Exact prompt tokens when known; otherwise estimated from ``body_bytes``."""
+    max_tokens: int | None = None
+    prefix_text: str = ""
+    """Text hashed for the prefix index (system prompt + messages, or the prompt)."""
+    system_prompt_hash: str | None = None
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    sheddable: bool = False
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Where a request goes (or why it is shed), with what was predicted and dispatched."""
+
+    request_id: str
+    pool: str
+    pod_url: str | None
+    shed: bool
+    reason: str
+    predicted_ttft_ms: float | None = None
+    predicted_tpot_ms: float | None = None
+    fallback: bool = False
+    features: Mapping[str, float | int | str] = field(default_factory=dict)
+    dispatched_at: float = 0.0
+    prompt_tokens: int = 0
+    """Prompt tokens used for the decision (exact or estimated)."""
+    prompt_tokens_estimated: bool = False
+    expected_output_tokens: int = 0
+    uncached_prefill_tokens: int = 0
+    retry_after_s: float | None = None
+    """Set on shed decisions (the proxy answers 429 with ``Retry-After``)."""
+    info: RequestInfo | None = None
+
+
+class Router:
+    """Build with a :class:`RouterConfig`; ``await start()`` before ``decide``; ``await aclose()`` at the end."""
+
+    def __init__(self, config: RouterConfig, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self._clock = clock
+        self.metrics_registry = CollectorRegistry()
+        self._metrics = RouterMetrics(self.metrics_registry, config.reporter.error_window)
+        self._pools = MappingProxyType({p.name: p for p in config.pools})
+        self._classifier = PoolClassifier(config.classifier, config.pools)
+        self._state = EndpointState(config.pools, config.scraper.stale_after_s, clock)
+        self._prefix = PrefixIndex([pod for p in config.pools for pod in p.pods], config.prefix.capacity_blocks)
+        self._core = DecisionCore(config.scheduler, config.slo, {p.name: p.pods for p in config.pools})
+        self._http: httpx.AsyncClient | None = None
+        self._scraper: MetricsScraper | None = None
+        self._reporter: SampleReporter | None = None
+        self._predictors: dict[str, PredictorClient] = {}
+        self._anon = 0
+
+    @property
+    def pools(self) -> Mapping[str, PoolConfig]:
+        return self._pools
+
+    async def start(self) -> None:
+        """Open the HTTP client and start the scraper, the reporter and the predictor clients."""
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
+        self._http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(5.0))
+        cfg = self.config
+        for pool in cfg.pools:
+            if pool.predictor_urls:
+                self._predictors[pool.name] = PredictorClient(
+                    self._http, pool.predictor_urls, timeout_s=cfg.predictor_http_timeout_ms / 1e3,
+                    window_s=cfg.coalesce_window_ms / 1e3, max_rows=cfg.max_coalesced_rows,
+                    backoff_s=cfg.predictor_backoff_s, clock=self._clock)
+        self._scraper = MetricsScraper(self._http, self._state, cfg.scraper, self._metrics)
+        self._reporter = SampleReporter(self._http, {p.name: p.trainer_url for p in cfg.pools}, cfg.reporter,
+                                        self._metrics)
+        self._scraper.start()
+        self._reporter.start()
+
+    async def aclose(self) -> None:
+        """Stop background tasks, flush what the reporter holds (best effort) and close connections."""
+        if self._scraper is not None:
+            await self._scraper.stop()
+        if self._reporter is not None:
+            await self._reporter.stop()
+        for client in self._predictors.values():
+            await client.aclose()
+        if self._http is not None:
+            await self._http.aclose()
+        self._http = None
+
+    # -- the hot path ------------------------------------------------------------------------
+    async def decide(self, info: RequestInfo) -> Decision:
+        """Choose pool and pod for ``info`` (or shed it). Never raises for predictor trouble."""
+        started = self._clock()
+        if not info.request_id:
+            self._anon += 1
+            info = replace(info, request_id=f"router-{self._anon}")
+        budget = self._classifier.classify(info)
+        pool = budget.pool
+        hashes = text_block_hashes(info.prefix_text, self.config.prefix.block_bytes,
+                                   self.config.prefix.max_blocks_per_request)
+        pool_cfg = self._pools[pool]
+        rows = self._state.feature_rows(pool_cfg, budget.prompt_tokens, self._prefix.scores(pool_cfg.pods, hashes))
+        predictions, fallback_reason = await self._predict(pool, rows, started)
+        request = SchedulingRequest(
+            info.request_id, budget.prompt_tokens,
+            info.slo_ttft_ms if info.slo_ttft_ms is not None else self.config.slo.default_ttft_ms,
+            info.slo_tpot_ms if info.slo_tpot_ms is not None else self.config.slo.default_tpot_ms,
+            info.sheddable)
+        candidates = _candidates(self._pools[pool].pods, rows, predictions)
+        outcome = self._core.decide(pool, request, candidates)
+        decision = self._finish(info, budget.prompt_tokens, budget.estimated, budget.expected_output, pool, rows,
+                                outcome, fallback_reason)
+        if decision.pod_url is not None:
+            self._state.dispatch(decision.request_id, decision.pod_url, decision.uncached_prefill_tokens)
+            self._prefix.record(decision.pod_url, hashes)
+        self._metrics.decided(pool, decision.shed, decision.reason, self._clock() - started)
+        return decision
+
+    async def _predict(self, pool: str, rows: list[Features],
+                       started: float) -> tuple[list[tuple[float, float]] | None, str | None]:
+        client = self._predictors.get(pool)
+        if client is None:
+            self._metrics.fallback(pool, "no_predictor")
+            return None, "no_predictor"
+        deadline = started + self.config.predictor_timeout_ms / 1e3
+        try:
+            return await client.predict(rows, deadline), None
+        except PredictionUnavailable as exc:
+            self._metrics.fallback(pool, exc.reason)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("pool %s: fallback (%s) %s", pool, exc.reason, exc.message)
+            return None, exc.reason
+
+    def _finish(self, info: RequestInfo, prompt_tokens: int, estimated: bool, expected_output: int, pool: str,
+                rows: list[Features], outcome: Outcome, fallback_reason: str | None) -> Decision:
+        common = dict(request_id=info.request_id, pool=pool, prompt_tokens=prompt_tokens,
+                      prompt_tokens_estimated=estimated, expected_output_tokens=expected_output, info=info,
+                      fallback=fallback_reason is not None, dispatched_at=self._clock())
+        if outcome.index is None:
+            best = outcome.best
+            return Decision(pod_url=None, shed=True, reason=outcome.reason,
+                            predicted_ttft_ms=best.predicted_ttft_ms if best else None,
+                            predicted_tpot_ms=best.predicted_tpot_ms if best else None,
+                            retry_after_s=self.config.slo.retry_after_s, **common)  # type: ignore[arg-type]
+        chosen = outcome.candidates[outcome.index]
+        reason = outcome.reason if fallback_reason is None else f"{outcome.reason};fallback={fallback_reason}"
+        uncached = round(prompt_tokens * (1.0 - chosen.prefix_score))
+        return Decision(pod_url=chosen.pod, shed=False, reason=reason, predicted_ttft_ms=chosen.predicted_ttft_ms,
+                        predicted_tpot_ms=chosen.predicted_tpot_ms, features=rows[outcome.row],
+                        uncached_prefill_tokens=uncached, **common)  # type: ignore[arg-type]
+
+    # -- after dispatch ----------------------------------------------------------------------
+    def on_first_token(self, decision: Decision) -> None:
+        """The first streamed token arrived: its uncached prefill tokens are no longer in flight."""
+        if decision.pod_url is not None:
+            self._state.first_token(decision.request_id)
+
+    def on_complete(self, decision: Decision, ttft_ms: float, e2e_ms: float, output_tokens: int,
+                    prompt_tokens: int | None = None, error: bool = False) -> None:
+        """The response ended: release in-flight state, learn bytes/token and output history, and
+        (unless ``error``) queue the training sample and record (prediction, actual) pairs."""
+        if decision.pod_url is None:
+            return
+        self._state.complete(decision.request_id)
+        info = decision.info
+        if info is not None and not error:
+            self._classifier.observe(info, prompt_tokens, output_tokens)
+        if error or ttft_ms <= 0:
+            return
+        tpot_ms = (e2e_ms - ttft_ms) / (output_tokens - 1) if output_tokens > 1 else 0.0
+        row = training_row(decision.features, ttft_ms, max(tpot_ms, 0.0), prompt_tokens)
+        if self._reporter is not None:
+            self._reporter.add(decision.pool, row)
+        slo_ttft = info.slo_ttft_ms if info and info.slo_ttft_ms is not None else self.config.slo.default_ttft_ms
+        slo_tpot = info.slo_tpot_ms if info and info.slo_tpot_ms is not None else self.config.slo.default_tpot_ms
+        self._metrics.observed(decision.pool, decision.predicted_ttft_ms, decision.predicted_tpot_ms, ttft_ms,
+                               tpot_ms if output_tokens > 1 else None, slo_ttft, slo_tpot)
+
+    # -- introspection (tests, /status of the proxy) -------------------------------------------
+    def fallback_counts(self) -> dict[tuple[str, str], float]:
+        """Fallbacks so far by (pool, reason)."""
+        return self._metrics.fallback_counts()
+
+    def in_flight(self, pod_url: str) -> int:
+        return self._state.running(pod_url)
+
+
+def _candidates(pods: list[str], rows: list[Features],
+                predictions: list[tuple[float, float]] | None) -> list[Candidate]:
+    out = []
+    for i, (pod, row) in enumerate(zip(pods, rows, strict=True)):
+        ttft, tpot = predictions[i] if predictions is not None else (None, None)
+        out.append(Candidate(pod, float(row["kv_cache_percentage"]), int(row["num_request_waiting"]),
+                             int(row["num_request_running"]), int(row["prefill_tokens_in_flight"]),
+                             float(row["prefix_cache_score"]), ttft, tpot, i))
+    return out

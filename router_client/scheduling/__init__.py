@@ -1,0 +1,1 @@
+"""Filter → score → pick pipeline: contracts, registry, engine and one plugin per file."""

@@ -1,0 +1,104 @@
+"""Background scrape of every pod's vLLM ``/metrics`` into the endpoint snapshot.
+
+Recognised names (summed over label sets): ``vllm:num_requests_waiting``,
+``vllm:num_requests_running``, ``vllm:kv_cache_usage_perc`` (or the older
+``vllm:gpu_cache_usage_perc``; a fraction 0..1) and ``vllm:num_preemptions_total``.
+A failed scrape keeps the previous values; their age shows in the staleness gauge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+
+import httpx
+
+from router_client.config import ScraperConfig
+from router_client.endpoints import EndpointState, PodMetrics
+from router_client.live_metrics import RouterMetrics
+
+log = logging.getLogger(__name__)
+
+_NAMES = {
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:num_requests_running": "running",
+    "vllm:kv_cache_usage_perc": "kv",
+    "vllm:gpu_cache_usage_perc": "kv_old",
+    "vllm:num_preemptions_total": "preemptions",
+}
+
+
+def parse_vllm_metrics(text: str) -> dict[str, float]:
+    """Sum the recognised samples of a Prometheus text exposition by short key."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("vllm:"):
+            continue
+        brace = line.find("{")
+        space = line.find(" ")
+        end = brace if 0 <= brace < space or (brace >= 0 > space) else space
+        key = _NAMES.get(line[:end])
+        if key is None:
+            continue
+        rest = line[line.rindex("}") + 1:] if brace >= 0 else line[space:]
+        fields = rest.split()
+        if not fields:
+            continue
+        try:
+            out[key] = out.get(key, 0.0) + float(fields[0])
+        except ValueError:
+            continue
+    return out
+
+
+def to_pod_metrics(values: Mapping[str, float], scraped_at: float) -> PodMetrics:
+    kv = values.get("kv", values.get("kv_old", 0.0))
+    return PodMetrics(int(values.get("waiting", 0.0)), int(values.get("running", 0.0)),
+                      min(max(kv, 0.0), 1.0), int(values.get("preemptions", 0.0)), scraped_at)
+
+
+class MetricsScraper:
+    def __init__(self, http: httpx.AsyncClient, state: EndpointState, cfg: ScraperConfig,
+                 metrics: RouterMetrics) -> None:
+        self._http = http
+        self._state = state
+        self._cfg = cfg
+        self._metrics = metrics
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="router-scraper")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def scrape_once(self) -> None:
+        pods = self._state.pods
+        results = await asyncio.gather(*(self._scrape(pod) for pod in pods))
+        self._state.publish({pod: m for pod, m in zip(pods, results, strict=True) if m is not None})
+        for pod in pods:
+            self._metrics.staleness(pod, self._state.staleness(pod))
+
+    async def _scrape(self, pod: str) -> PodMetrics | None:
+        try:
+            resp = await self._http.get(pod.rstrip("/") + "/metrics", timeout=self._cfg.timeout_s)
+        except httpx.HTTPError as exc:
+            self._metrics.scrape_error(pod, "error")
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("scrape %s failed: %r", pod, exc)
+            return None
+        if resp.status_code != 200:
+            self._metrics.scrape_error(pod, "status")
+            return None
+        return to_pod_metrics(parse_vllm_metrics(resp.text), self._state.now())
+
+    async def _loop(self) -> None:
+        while True:
+            await self.scrape_once()
+            await asyncio.sleep(self._cfg.interval_s)

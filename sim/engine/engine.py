@@ -1,0 +1,264 @@
+"""One simulated vLLM pod: V1-style scheduler (decode first, chunked prefill, token budget),
+paged KV cache with prefix caching and preemption by recompute, driven by :class:`StepTimeModel`.
+
+Two ways to drive it, same rules: :meth:`Engine.step` runs exactly one step (pod servers pace
+SSE chunks with it); :meth:`Engine.advance_until` runs steps until a virtual time and jumps over
+runs of pure-decode steps in closed form (cluster replay), see :mod:`sim.engine.fastforward`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from sim.engine.config import EngineConfig
+from sim.engine.errors import PromptTooLong
+from sim.engine.fastforward import try_decode_jump
+from sim.engine.kvcache import BlockPool
+from sim.engine.sequence import FINISHED, FIRST_TOKEN, Event, Sequence
+from sim.engine.steptime import StepTimeModel
+
+__all__ = ["FINISHED", "FIRST_TOKEN", "Engine", "EngineStats", "Event", "StepResult"]
+
+
+@dataclass
+class StepResult:
+    start: float
+    end: float
+    emitted: list[Sequence] = field(default_factory=list)
+    """Sequences that produced one token in this step."""
+    finished: list[Sequence] = field(default_factory=list)
+
+
+@dataclass
+class EngineStats:
+    steps: int = 0
+    busy_s: float = 0.0
+    kv_usage_integral: float = 0.0
+    """Integral of KV usage over busy time (divide by elapsed time for a mean)."""
+    max_kv_usage: float = 0.0
+    tokens_computed: int = 0
+    preemptions: int = 0
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    admitted: int = 0
+    finished: int = 0
+
+
+class Engine:
+    def __init__(self, cfg: EngineConfig, step_model: StepTimeModel | None = None) -> None:
+        self.cfg = cfg
+        self.block_size = cfg.block_size
+        self.step_model = step_model or StepTimeModel(cfg)
+        self.pool = BlockPool(cfg.num_gpu_blocks, cfg.enable_prefix_caching)
+        self.waiting: deque[Sequence] = deque()
+        self.running: list[Sequence] = []
+        self.clock = 0.0
+        self.stats = EngineStats()
+
+    # -- admission ---------------------------------------------------------------------------
+    def check_fits(self, prompt_len: int, requested_output: int = 0) -> None:
+        """Raise :class:`PromptTooLong` like vLLM's OpenAI server does."""
+        limit = self.cfg.max_model_len
+        if prompt_len >= limit or prompt_len + max(requested_output, 0) > limit:
+            raise PromptTooLong(prompt_len, requested_output, self.cfg.max_model_len)
+
+    def add(self, seq: Sequence, now: float) -> None:
+        """Queue ``seq`` at time ``now``; output is clipped so the sequence fits ``max_model_len``."""
+        self.check_fits(seq.prompt_len)
+        seq.output_len = min(seq.output_len, self.cfg.max_model_len - seq.prompt_len)
+        if not self.has_work():
+            self.clock = max(self.clock, now)
+        seq.arrival = now
+        self.waiting.append(seq)
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    @property
+    def kv_usage(self) -> float:
+        return self.pool.usage
+
+    def abort(self, seq: Sequence) -> None:
+        """Drop a request (client went away): free its blocks, no further tokens."""
+        if seq.finished:
+            return
+        if seq in self.waiting:
+            self.waiting.remove(seq)
+        elif seq in self.running:
+            self.running.remove(seq)
+            self.pool.release(seq.hashed, seq.n_plain)
+            seq.hashed, seq.n_plain = [], 0
+        seq.finished = True
+        seq.finish_time = self.clock
+
+    # -- one step ----------------------------------------------------------------------------
+    def step(self) -> StepResult | None:
+        """Schedule and execute one step; None when there is nothing to run."""
+        seqs, counts = self._schedule()
+        if not seqs:
+            return None
+        return self._execute(seqs, counts)
+
+    def advance_until(self, t: float, fast_forward: bool = True) -> list[Event]:
+        """Run every step that starts before ``t``; return first-token / finish events."""
+        events: list[Event] = []
+        while (self.running or self.waiting) and self.clock < t:
+            if fast_forward and self.running and try_decode_jump(self, t, events):
+                continue
+            res = self.step()
+            if res is None:
+                break
+            for seq in res.emitted:
+                if seq.num_output == 1:
+                    events.append((res.end, FIRST_TOKEN, seq))
+            for seq in res.finished:
+                events.append((res.end, FINISHED, seq))
+        return events
+
+    # -- scheduling --------------------------------------------------------------------------
+    def _schedule(self) -> tuple[list[Sequence], list[int]]:
+        budget = self.cfg.max_num_batched_tokens
+        bs = self.block_size
+        seqs: list[Sequence] = []
+        counts: list[int] = []
+        running = self.running
+        preempted = False
+        i = 0
+        while i < len(running) and budget > 0:
+            seq = running[i]
+            n = min(seq.length - seq.num_computed, budget)
+            need = (seq.num_computed + n + bs - 1) // bs - seq.num_blocks
+            if need > 0:
+                if self.pool.num_free < need:
+                    preempted = True
+                    if not self._preempt_for(need, i):
+                        break
+                self.pool.allocate(need)
+                seq.n_plain += need
+            seqs.append(seq)
+            counts.append(n)
+            budget -= n
+            i += 1
+        if not preempted:
+            budget = self._admit_waiting(budget, seqs, counts)
+        return seqs, counts
+
+    def _preempt_for(self, need: int, index: int) -> bool:
+        """Preempt from the tail of ``running`` until ``need`` blocks are free.
+
+        Returns False if the sequence at ``index`` itself had to be preempted.
+        """
+        running = self.running
+        while self.pool.num_free < need:
+            victim = running.pop()
+            self._preempt(victim)
+            if len(running) == index:
+                return False
+        return True
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.pool.release(seq.hashed, seq.n_plain)
+        seq.hashed = []
+        seq.n_plain = 0
+        seq.registered = 0
+        seq.num_computed = 0
+        seq.preemptions += 1
+        self.stats.preemptions += 1
+        self.waiting.appendleft(seq)
+
+    def _admit_waiting(self, budget: int, seqs: list[Sequence], counts: list[int]) -> int:
+        bs = self.block_size
+        pool = self.pool
+        while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
+            seq = self.waiting[0]
+            limit = (seq.length - 1) // bs
+            matched, free_matched = pool.match_prefix(seq.block_hashes[:limit])
+            hit_tokens = matched * bs
+            n = min(seq.length - hit_tokens, budget)
+            need = (hit_tokens + n + bs - 1) // bs - matched
+            if need + free_matched > pool.num_free:
+                break
+            self.waiting.popleft()
+            hit_hashes = list(seq.block_hashes[:matched])
+            pool.acquire(hit_hashes)
+            pool.allocate(need)
+            seq.hashed = hit_hashes
+            seq.n_plain = need
+            seq.registered = matched
+            seq.num_computed = hit_tokens
+            seq.hit_tokens += hit_tokens
+            if seq.first_hit_tokens is None:
+                seq.first_hit_tokens = hit_tokens
+                self.stats.admitted += 1
+            seq.admitted = True
+            self.stats.prefix_queries += seq.prompt_len
+            self.stats.prefix_hits += hit_tokens
+            self.running.append(seq)
+            seqs.append(seq)
+            counts.append(n)
+            budget -= n
+        return budget
+
+    # -- execution ---------------------------------------------------------------------------
+    def _execute(self, seqs: list[Sequence], counts: list[int]) -> StepResult:
+        prefill_qk = 0.0
+        decode_kv = 0
+        tokens = 0
+        for seq, n in zip(seqs, counts, strict=True):
+            tokens += n
+            if n == 1:
+                decode_kv += seq.num_computed + 1
+            else:
+                prefill_qk += n * (seq.num_computed + n / 2.0)
+        dur = self.step_model.step_seconds(tokens, len(seqs), prefill_qk, decode_kv)
+        start = self.clock
+        end = start + dur
+        self.record_busy(dur, tokens, 1)
+        res = StepResult(start, end)
+        for seq, n in zip(seqs, counts, strict=True):
+            seq.num_computed += n
+            if seq.registered < len(seq.block_hashes):
+                self._register_blocks(seq)
+            if seq.num_computed == seq.length:
+                seq.num_output += 1
+                res.emitted.append(seq)
+                if seq.first_token_time is None:
+                    seq.first_token_time = end
+                if seq.num_output >= seq.output_len:
+                    res.finished.append(seq)
+        self.clock = end
+        if res.finished:
+            self.finish_sequences(res.finished, end)
+        return res
+
+    def record_busy(self, dur: float, tokens: int, steps: int) -> None:
+        st = self.stats
+        usage = self.pool.usage
+        st.steps += steps
+        st.busy_s += dur
+        st.kv_usage_integral += usage * dur
+        st.tokens_computed += tokens
+        if usage > st.max_kv_usage:
+            st.max_kv_usage = usage
+
+    def _register_blocks(self, seq: Sequence) -> None:
+        full = min(min(seq.num_computed, seq.prompt_len) // self.block_size, len(seq.block_hashes))
+        pool = self.pool
+        for j in range(seq.registered, full):
+            h = seq.block_hashes[j]
+            if pool.register(h):
+                seq.hashed.append(h)
+                seq.n_plain -= 1
+        if full > seq.registered:
+            seq.registered = full
+
+    def finish_sequences(self, done: list[Sequence], end: float) -> None:
+        for seq in done:
+            seq.finish_time = end
+            seq.finished = True
+            self.pool.release(seq.hashed, seq.n_plain)
+            seq.hashed = []
+            seq.n_plain = 0
+        self.stats.finished += len(done)
+        self.running = [s for s in self.running if not s.finished]

@@ -1,0 +1,86 @@
+"""``python -m sim.pod``: serve N simulated vLLM pods on consecutive loopback ports."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from sim.engine.config import PRESETS, EngineConfig
+from sim.engine.errors import SimError
+from sim.pod.config import PodConfig
+from sim.pod.launch import PodGroup
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sim.pod", description="Simulated vLLM pods (OpenAI API, vLLM metrics).")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8100, help="first port; pod i listens on port + i")
+    p.add_argument("--count", type=int, default=1, help="number of pods in this process")
+    p.add_argument("--preset", default="llama3-8b-a100", choices=sorted(PRESETS))
+    p.add_argument("--served-model-name", default=None)
+    p.add_argument("--max-model-len", type=int, default=None)
+    p.add_argument("--gpu-memory-utilization", type=float, default=None)
+    p.add_argument("--max-num-seqs", type=int, default=None)
+    p.add_argument("--max-num-batched-tokens", type=int, default=None)
+    p.add_argument("--num-gpu-blocks", type=int, default=None, help="override the KV cache size in blocks")
+    p.add_argument("--no-prefix-caching", action="store_true")
+    p.add_argument("--noise-std", type=float, default=None)
+    p.add_argument("--time-scale", type=float, default=1.0, help="real s per simulated s (0.1 = 10x faster)")
+    p.add_argument("--seed", type=int, default=0, help="pod i uses seed + i")
+    p.add_argument("--pool", default="", help="pool label reported by /health")
+    p.add_argument("--output-trace", type=Path, default=None,
+                   help="trace for output-length draws (default: the conv trace)")
+    p.add_argument("--max-queue", type=int, default=10_000)
+    p.add_argument("--log-level", default="warning")
+    return p
+
+
+def configs_from_args(args: argparse.Namespace) -> list[PodConfig]:
+    if args.count < 1:
+        raise SimError("--count must be >= 1")
+    out = []
+    for i in range(args.count):
+        engine = EngineConfig.from_preset(
+            args.preset,
+            served_model_name=args.served_model_name,
+            max_model_len=args.max_model_len,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            max_num_seqs=args.max_num_seqs,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            num_gpu_blocks_override=args.num_gpu_blocks,
+            enable_prefix_caching=False if args.no_prefix_caching else None,
+            noise_std=args.noise_std,
+            seed=args.seed + i,
+        )
+        out.append(PodConfig(engine, args.time_scale, args.output_trace, args.max_queue, args.pool))
+    return out
+
+
+async def _serve(group: PodGroup) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, group.request_exit)
+    await group.serve()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        configs = configs_from_args(args)
+        ports = [args.port + i for i in range(args.count)]
+        group = PodGroup(configs, args.host, ports, args.log_level)
+    except (SimError, OSError) as exc:
+        print(f"sim.pod: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    for url, cfg in zip(group.urls, configs, strict=True):
+        e = cfg.engine
+        print(f"sim.pod: {e.model_name} ({e.preset}, max_model_len={e.max_model_len}, "
+              f"{e.num_gpu_blocks} KV blocks) at {url}", file=sys.stderr, flush=True)
+    asyncio.run(_serve(group))
+
+
+if __name__ == "__main__":
+    main()

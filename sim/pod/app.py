@@ -1,0 +1,163 @@
+"""ASGI app of one simulated vLLM pod: OpenAI completions / chat (SSE or not), models, health, metrics.
+
+Domain errors (:class:`sim.engine.errors.RequestRejected` subclasses) are mapped to OpenAI-shaped
+HTTP errors here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import cache
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from sim.engine import PromptTooLong, RequestRejected, Sequence
+from sim.paths import default_trace
+from sim.pod.config import PodConfig
+from sim.pod.metrics import PodMetrics
+from sim.pod.openai import BadRequest, ParsedRequest, ResponseShaper, error_body, parse, usage
+from sim.pod.prompt import account
+from sim.pod.runtime import PodRuntime, TokenSink
+from sim.workload.trace import output_length_sampler
+
+
+class Overloaded(RequestRejected):
+    code = "overloaded"
+
+
+def _status(exc: RequestRejected) -> tuple[int, str]:
+    if isinstance(exc, Overloaded):
+        return 503, "ServiceUnavailableError"
+    if isinstance(exc, (PromptTooLong, BadRequest)):
+        return 400, "BadRequestError"
+    return 400, "BadRequestError"
+
+
+class _Handler:
+    def __init__(self, cfg: PodConfig, runtime: PodRuntime) -> None:
+        self.cfg = cfg
+        self.runtime = runtime
+        self.model = cfg.engine.model_name
+        trace = cfg.output_trace or default_trace()
+        self._sampler = cache(lambda: output_length_sampler(trace, cfg.engine.seed))
+
+    def _output_len(self, req: ParsedRequest, prompt_tokens: int) -> tuple[int, bool]:
+        """Tokens to generate and whether the request is cut by a length limit."""
+        if req.output_tokens is not None:
+            out, limited = req.output_tokens, False
+            if req.max_tokens is not None and req.max_tokens < out:
+                out, limited = req.max_tokens, True
+        elif req.max_tokens is not None:
+            out, limited = req.max_tokens, True
+        else:
+            sample: Callable[[], int] = self._sampler()
+            out, limited = sample(), False
+        room = self.cfg.engine.max_model_len - prompt_tokens
+        if out >= room:
+            out, limited = room, True
+        return out, limited
+
+    async def handle(self, request: Request, kind: str) -> Response:
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError as exc:
+            raise BadRequest(f"invalid JSON body: {exc}") from exc
+        req = parse(body, kind)
+        block = self.cfg.engine.block_size
+        prompt_tokens, hashes = account(req.text, req.token_ids, req.prompt_token_count, block)
+        self.runtime.engine.check_fits(prompt_tokens, req.max_tokens or 0)
+        if self.runtime.queue_depth() >= self.cfg.max_queue:
+            raise Overloaded(f"pod queue is full ({self.cfg.max_queue} waiting requests)")
+        output, limited = self._output_len(req, prompt_tokens)
+        shaper = ResponseShaper(kind, self.model)
+        sink = TokenSink(asyncio.get_running_loop(), limited)
+        seq = Sequence(shaper.id, prompt_tokens, output, hashes, payload=sink)
+        self.runtime.submit(seq)
+        if req.stream:
+            stream = self._sse(seq, sink, shaper, req.include_usage)
+            return StreamingResponse(stream, media_type="text/event-stream")
+        return await self._collect(seq, sink, shaper)
+
+    async def _collect(self, seq: Sequence, sink: TokenSink, shaper: ResponseShaper) -> Response:
+        try:
+            while True:
+                ev = await sink.queue.get()
+                if ev.finish_reason is not None:
+                    break
+        except asyncio.CancelledError:
+            self.runtime.abort(seq)
+            raise
+        body = shaper.full(ev.index, ev.finish_reason, usage(seq.prompt_len, ev.index))
+        return Response(orjson.dumps(body), media_type="application/json")
+
+    async def _sse(
+        self, seq: Sequence, sink: TokenSink, shaper: ResponseShaper, include_usage: bool
+    ) -> AsyncIterator[bytes]:
+        done = False
+        try:
+            while True:
+                ev = await sink.queue.get()
+                yield b"data: " + orjson.dumps(shaper.chunk(ev.index, ev.finish_reason)) + b"\n\n"
+                if ev.finish_reason is not None:
+                    break
+            done = True
+            if include_usage:
+                yield b"data: " + orjson.dumps(shaper.usage_chunk(usage(seq.prompt_len, ev.index))) + b"\n\n"
+            yield b"data: [DONE]\n\n"
+        finally:
+            if not done:
+                self.runtime.abort(seq)
+
+
+def build_app(cfg: PodConfig) -> FastAPI:
+    """A self-contained pod app; the engine thread starts and stops with the ASGI lifespan."""
+    metrics = PodMetrics(cfg.engine.model_name)
+    runtime = PodRuntime(cfg, metrics)
+    metrics.attach_state(runtime.view)
+    handler = _Handler(cfg, runtime)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        runtime.start()
+        try:
+            yield
+        finally:
+            runtime.stop()
+
+    app = FastAPI(title="sim-pod", lifespan=lifespan)
+    app.state.runtime = runtime
+    app.state.config = cfg
+
+    @app.exception_handler(RequestRejected)
+    async def _rejected(_request: Request, exc: RequestRejected) -> JSONResponse:
+        status, err_type = _status(exc)
+        return JSONResponse(error_body(str(exc), err_type, status), status_code=status)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await handler.handle(request, "completion")
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await handler.handle(request, "chat")
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, object]:
+        card = {"id": handler.model, "object": "model", "created": 0, "owned_by": "sim",
+                "root": cfg.engine.model.name, "max_model_len": cfg.engine.max_model_len}
+        return {"object": "list", "data": [card]}
+
+    @app.get("/health")
+    async def health() -> dict[str, object]:
+        return {"status": "ok", "model": handler.model, "pool": cfg.pool, "preset": cfg.engine.preset}
+
+    @app.get("/metrics")
+    def prometheus() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    return app

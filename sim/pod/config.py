@@ -1,0 +1,21 @@
+"""Configuration of one simulated pod server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sim.engine.config import EngineConfig
+
+
+@dataclass(frozen=True)
+class PodConfig:
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    time_scale: float = 1.0
+    """Real seconds per simulated second: 0.1 runs ten times faster than real time."""
+    output_trace: Path | None = None
+    """Trace whose output lengths are drawn when a request gives neither output_tokens nor max_tokens."""
+    max_queue: int = 10_000
+    """Requests waiting in the engine beyond this are refused with 503."""
+    pool: str = ""
+    """Free-form pool label (shown in /v1/models and /health)."""

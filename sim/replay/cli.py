@@ -1,0 +1,112 @@
+"""Argument parsing for ``python -m sim.replay`` (kept apart from the run logic)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from sim.cluster.config import ClusterConfig, PoolSpec, load_cluster_file, parse_pools
+from sim.engine.config import PRESETS, EngineConfig
+from sim.engine.errors import ConfigError
+from sim.paths import default_trace
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sim.replay", description="Replay a trace on a simulated vLLM cluster "
+                                "in virtual time under one or more routing policies.")
+    p.add_argument("--trace", type=Path, default=None,
+                   help="trace CSV (default: ../shared/data/azure_llm_2023_conv.csv)")
+    p.add_argument("--pods", type=int, default=8, help="pods in the single default pool")
+    p.add_argument("--preset", default="llama3-8b-a100", choices=sorted(PRESETS))
+    p.add_argument("--pools", default=None,
+                   help="multi-pool spec name:count[:preset],... e.g. short:6,long:2")
+    p.add_argument("--cluster-config", type=Path, default=None,
+                   help="JSON/TOML file with [[pools]] and cluster keys")
+    p.add_argument("--policy", default="round-robin", help="policy name, or comma-separated names to compare")
+    p.add_argument("--policy-module", action="append", default=[],
+                   help="import a module that registers policies")
+    p.add_argument("--policy-opt", action="append", default=[], metavar="KEY=VALUE",
+                   help="policy option; POLICY.KEY=VALUE scopes it to one policy")
+    p.add_argument("--list-policies", action="store_true")
+    p.add_argument("--rate-scale", type=float, default=1.0,
+                   help="arrival-rate multiplier (2 = twice as fast)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit", type=int, default=None, help="take the first N requests")
+    p.add_argument("--start", type=float, default=0.0, help="slice start, trace seconds")
+    p.add_argument("--duration", type=float, default=None, help="slice length, trace seconds")
+    p.add_argument("--out", type=Path, default=None, help="summary JSON")
+    p.add_argument("--requests-csv", type=Path, default=None, help="per-request table (CSV)")
+    p.add_argument("--samples-csv", type=Path, default=None, help="training samples (TrainingEntry columns)")
+    p.add_argument("--trainer-url", default=None, help="POST samples to {url}/add_training_data_bulk")
+    p.add_argument("--plot", type=Path, default=None, help="PNG of the TTFT CDF per policy")
+    p.add_argument("--slo-ttft-ms", type=float, default=None)
+    p.add_argument("--slo-tpot-ms", type=float, default=None)
+    p.add_argument("--scrape-interval-ms", type=float, default=50.0, help="metrics staleness (0 = fresh)")
+    p.add_argument("--hide-output-length", action="store_true", help="policies do not see output lengths")
+    p.add_argument("--no-fast-forward", action="store_true", help="simulate every decode step individually")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _engine_flags(p)
+    return p
+
+
+def _engine_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("engine overrides (all pools)")
+    g.add_argument("--max-model-len", type=int, default=None)
+    g.add_argument("--max-num-seqs", type=int, default=None)
+    g.add_argument("--max-num-batched-tokens", type=int, default=None)
+    g.add_argument("--gpu-memory-utilization", type=float, default=None)
+    g.add_argument("--num-gpu-blocks", type=int, default=None, help="override the KV cache size in blocks")
+    g.add_argument("--no-prefix-caching", action="store_true")
+    g.add_argument("--noise-std", type=float, default=None)
+
+
+def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "max_model_len": args.max_model_len,
+        "max_num_seqs": args.max_num_seqs,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "gpu_memory_utilization": args.gpu_memory_utilization,
+        "num_gpu_blocks_override": args.num_gpu_blocks,
+        "enable_prefix_caching": False if args.no_prefix_caching else None,
+        "noise_std": args.noise_std,
+    }
+
+
+def cluster_from_args(args: argparse.Namespace) -> ClusterConfig:
+    overrides = engine_overrides(args)
+    extra: dict[str, Any] = {}
+    if args.cluster_config is not None:
+        pools, extra = load_cluster_file(args.cluster_config)
+    elif args.pools:
+        pools = parse_pools(args.pools, args.preset, overrides)
+    else:
+        if args.pods < 1:
+            raise ConfigError("--pods must be >= 1")
+        pools = (PoolSpec("pod", args.pods, EngineConfig.from_preset(args.preset, **overrides)),)
+    kwargs: dict[str, Any] = {
+        "scrape_interval_s": args.scrape_interval_ms / 1e3,
+        "fast_forward": not args.no_fast_forward,
+        "expose_output_length": not args.hide_output_length,
+    }
+    kwargs.update(extra)
+    return ClusterConfig(pools=pools, **kwargs)
+
+
+def parse_options(pairs: list[str], policy: str) -> dict[str, str]:
+    """Options for ``policy``: ``key=value`` applies to every policy, ``policy.key=value`` to one."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--policy-opt expects [POLICY.]KEY=VALUE, got {pair!r}")
+        scope, dot, name = key.rpartition(".")
+        if not dot:
+            out.setdefault(key, value)
+        elif scope == policy:
+            out[name] = value
+    return out
+
+
+def trace_path(args: argparse.Namespace) -> Path:
+    return args.trace if args.trace is not None else default_trace()

@@ -1,0 +1,34 @@
+"""Run one policy over a list of replay items and summarise (library entry point of the CLI)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sim.cluster.config import ClusterConfig
+from sim.cluster.policy import PolicyContext
+from sim.cluster.registry import PolicyRegistry, default_registry
+from sim.cluster.simulation import ClusterSimulation, ProgressFn, ReplayItem, ReplayResult
+from sim.replay.summary import summarize
+
+
+def run_policy(
+    cfg: ClusterConfig,
+    items: Sequence[ReplayItem],
+    policy: str,
+    seed: int = 0,
+    registry: PolicyRegistry | None = None,
+    options: Mapping[str, str] | None = None,
+    progress: ProgressFn | None = None,
+    slo_ttft_ms: float | None = None,
+) -> tuple[dict[str, Any], ReplayResult]:
+    """Build the policy, replay ``items`` on a fresh cluster, return ``(summary, result)``."""
+    reg = registry or default_registry()
+    ctx = PolicyContext(seed=seed, pods=cfg.pod_ids(), options=dict(options or {}))
+    pol = reg.build(policy, ctx)
+    t0 = time.perf_counter()
+    sim = ClusterSimulation(cfg, pol, seed=seed)
+    result = sim.run(items, progress)
+    wall = time.perf_counter() - t0
+    return summarize(result, policy, wall, slo_ttft_ms), result

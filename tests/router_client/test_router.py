@@ -1,0 +1,193 @@
+"""The Router facade over real loopback HTTP: fake predictor/trainer/pods at the external boundary."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+
+from router_client.config import RouterConfig
+from router_client.router import Decision, RequestInfo, Router
+
+PROMPT = "You are a terse assistant. " * 20
+
+
+def config(pods: list[str], predictors: list[str], trainer: str | None = None, **extra: Any) -> RouterConfig:
+    data: dict[str, Any] = {
+        "pools": [{"name": "short", "pods": pods, "max_context": 4096, "trainer_url": trainer,
+                   "predictor_urls": predictors}],
+        "predictor_timeout_ms": 300, "scraper": {"interval_s": 0.05},
+        "reporter": {"flush_interval_s": 0.1}, "scheduler": {"seed": 1, "exploration": 0.0, "min_share": 0.0},
+    }
+    data.update(extra)
+    return RouterConfig.model_validate(data)
+
+
+@contextlib.contextmanager
+def pods(kit: Any, n: int) -> Iterator[tuple[list[Any], list[str]]]:
+    fakes = [kit.FakePod() for _ in range(n)]
+    with contextlib.ExitStack() as stack:
+        urls = [stack.enter_context(kit.serve(f.app())) for f in fakes]
+        yield fakes, urls
+
+
+def info(i: int = 0, **kw: Any) -> RequestInfo:
+    base: dict[str, Any] = {"route": "/v1/completions", "body_bytes": 2000, "prompt_tokens": 500,
+                            "max_tokens": 50, "prefix_text": f"{i:08d}" * 40, "request_id": f"r{i}"}
+    base.update(kw)
+    return RequestInfo(**base)
+
+
+async def _decide_all(router: Router, infos: list[RequestInfo]) -> list[Decision]:
+    return list(await asyncio.gather(*(router.decide(i) for i in infos)))
+
+
+def run(cfg: RouterConfig, body: Any) -> Any:
+    async def main() -> Any:
+        router = Router(cfg)
+        await router.start()
+        try:
+            return await body(router)
+        finally:
+            await router.aclose()
+
+    return asyncio.run(main())
+
+
+def test_decides_with_predictions_and_scraped_features(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    fp, purl = fake_predictor
+    with pods(kit, 3) as (fakes, urls):
+        fakes[0].waiting, fakes[1].waiting, fakes[2].waiting = 5, 0, 5
+
+        async def body(router: Router) -> Decision:
+            await asyncio.sleep(0.3)  # a few scrapes
+            return await router.decide(info())
+
+        d = run(config(urls, [purl]), body)
+    assert d.pod_url == urls[1] and not d.shed and not d.fallback
+    assert d.features["num_request_waiting"] == 0 and d.features["num_tokens_generated"] == 1
+    assert d.predicted_ttft_ms == pytest.approx(10 + 500 / 10)
+    assert d.reason.startswith(("predicted", "prefix")) and fp.calls
+
+
+def test_in_flight_tracking_spreads_load(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    _, purl = fake_predictor
+    with pods(kit, 4) as (_, urls):
+        async def body(router: Router) -> tuple[list[Decision], list[int]]:
+            ds = [await router.decide(info(i)) for i in range(8)]
+            running = [router.in_flight(u) for u in urls]
+            for d in ds:
+                router.on_first_token(d)
+                router.on_complete(d, 50.0, 150.0, 11)
+            return ds, running
+
+        ds, running = run(config(urls, [purl], scheduler={"seed": 1, "picker": {"name": "max"},
+                                                          "exploration": 0.0}), body)
+    assert running == [2, 2, 2, 2]  # predicted TTFT grows with router-side running requests
+    assert all(d.features["num_request_running"] == i // 4 for i, d in enumerate(ds))
+
+
+FALLBACK_CASES = [
+    # (predictor mode, decision budget ms, counted reason); generous budgets where time is not the point
+    ("500", 2000, "status"),
+    ("503", 2000, "status"),
+    ("slow", 50, "timeout"),
+    ("short", 2000, "decode"),
+    ("garbage", 2000, "decode"),
+]
+
+
+@pytest.mark.parametrize(("mode", "budget_ms", "reason"), FALLBACK_CASES)
+def test_fallback_when_predictor_misbehaves(kit: Any, mode: str, budget_ms: float, reason: str) -> None:
+    fp = kit.FakePredictor(mode=mode, delay_s=2.0)
+    with kit.serve(fp.app()) as purl, pods(kit, 2) as (fakes, urls):
+        fakes[0].waiting = 9
+        cfg = config(urls, [purl], predictor_timeout_ms=budget_ms, predictor_http_timeout_ms=3000)
+
+        async def body(router: Router) -> tuple[list[Decision], dict]:
+            await asyncio.sleep(0.2)
+            ds = [await router.decide(info(i)) for i in range(3)]
+            return ds, router.fallback_counts()
+
+        ds, counts = run(cfg, body)
+    assert all(d.pod_url in urls and d.fallback and d.predicted_ttft_ms is None for d in ds)
+    assert all("fallback=" + reason in d.reason for d in ds), [d.reason for d in ds]
+    assert counts == {("short", reason): 3.0}
+    assert [d.pod_url for d in ds].count(urls[1]) >= 2  # composite prefers the short queue
+
+
+def test_fallback_when_predictor_down(kit: Any) -> None:
+    dead = f"http://127.0.0.1:{kit.free_port()}"
+    with pods(kit, 2) as (_, urls):
+        ds, counts = run(config(urls, [dead]), lambda r: _with_counts(r, [info(i) for i in range(3)]))
+    assert all(d.fallback and d.pod_url in urls for d in ds)
+    assert counts == {("short", "error"): 3.0}
+
+
+async def _with_counts(router: Router, infos: list[RequestInfo]) -> tuple[list[Decision], dict]:
+    ds = [await router.decide(i) for i in infos]
+    return ds, router.fallback_counts()
+
+
+def test_second_predictor_url_used_when_first_is_down(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    fp, purl = fake_predictor
+    dead = f"http://127.0.0.1:{kit.free_port()}"
+    with pods(kit, 2) as (_, urls):
+        ds, counts = run(config(urls, [dead, purl]), lambda r: _with_counts(r, [info(i) for i in range(6)]))
+    assert counts.get(("short", "error"), 0) <= 1  # at most the first call hits the dead URL
+    assert sum(not d.fallback for d in ds) >= 5 and len(fp.calls) >= 5
+
+
+def test_concurrent_decisions_are_coalesced(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    fp, purl = fake_predictor
+    with pods(kit, 4) as (_, urls):
+        cfg = config(urls, [purl], coalesce_window_ms=20)
+        ds = run(cfg, lambda r: _decide_all(r, [info(i) for i in range(16)]))
+    assert not any(d.fallback for d in ds)
+    assert sum(fp.calls) == 16 * 4 and len(fp.calls) < 16
+
+
+def test_shed_with_impossible_slo(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    _, purl = fake_predictor
+    with pods(kit, 2) as (_, urls):
+        async def body(router: Router) -> list[Decision]:
+            return [await router.decide(info(1, slo_ttft_ms=1.0, sheddable=True)),
+                    await router.decide(info(2, slo_ttft_ms=1.0, sheddable=False)),
+                    await router.decide(info(3, slo_tpot_ms=0.1, sheddable=True))]
+
+        shed, kept, shed_tpot = run(config(urls, [purl]), body)
+    assert shed.shed and shed.pod_url is None and shed.reason.startswith("shed:slo_ttft ")
+    assert shed.retry_after_s == 1.0 and shed.predicted_ttft_ms == pytest.approx(60.0)
+    assert not kept.shed and kept.pod_url in urls
+    assert shed_tpot.shed and shed_tpot.reason.startswith("shed:slo_tpot ")
+
+
+def test_samples_reach_trainer_and_live_error_is_exported(kit: Any, fake_predictor: tuple[Any, str],
+                                                          fake_trainer: tuple[Any, str]) -> None:
+    _, purl = fake_predictor
+    ft, turl = fake_trainer
+    with pods(kit, 2) as (_, urls):
+        async def body(router: Router) -> bytes:
+            for i in range(10):
+                d = await router.decide(info(i, slo_ttft_ms=55.0))
+                router.on_first_token(d)
+                router.on_complete(d, ttft_ms=40.0 + 4 * i, e2e_ms=40.0 + 4 * i + 9 * 12.0, output_tokens=10,
+                                   prompt_tokens=520)
+            deadline = time.monotonic() + 5
+            while len(ft.entries) < 10 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            return generate_latest(router.metrics_registry)
+
+        text = run(config(urls, [purl], trainer=turl), body).decode()
+    assert len(ft.entries) == 10
+    row = ft.entries[0]
+    assert row["actual_ttft_ms"] == 40.0 and row["actual_tpot_ms"] == pytest.approx(12.0)
+    assert row["num_tokens_generated"] == 0 and row["input_token_length"] == 520
+    # actual TTFT 40, 44, ..., 76 against a predicted 60 (nothing in flight) and an SLO of 55 ms
+    assert 'router_prediction_coverage{model="ttft",pool="short"} 0.6' in text
+    assert 'router_slo_violations_total{pool="short",slo="ttft"} 6.0' in text

@@ -1,0 +1,108 @@
+"""``python -m sim.replay`` as a subprocess: outputs, plugin policies, pools, trainer upload."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from sim.cluster import TRAINING_FIELDS
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGINS = Path(__file__).resolve().parent / "plugins"
+
+
+def _replay(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(PLUGINS)])}
+    cmd = [sys.executable, "-m", "sim.replay", "--limit", "300", "--rate-scale", "4", *args]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+class _Trainer(BaseHTTPRequestHandler):
+    received: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server API)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        ok = self.path == "/add_training_data_bulk"
+        if ok:
+            self.received.extend(body["entries"])
+        self.send_response(202 if ok else 404)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        message = f"Accepted {len(body['entries'])} training samples."
+        self.wfile.write(json.dumps({"message": message}).encode())
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        return
+
+
+@pytest.fixture
+def trainer() -> Iterator[str]:
+    _Trainer.received = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Trainer)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def test_single_policy_outputs(tmp_path: Path, trainer: str) -> None:
+    out, samples, reqs = tmp_path / "s.json", tmp_path / "samples.csv", tmp_path / "reqs.csv"
+    res = _replay("--pods", "3", "--policy", "least-kv", "--seed", "5", "--out", str(out),
+                  "--samples-csv", str(samples), "--requests-csv", str(reqs), "--trainer-url", trainer)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(out.read_text())
+    for key in ("requests", "ttft_ms", "tpot_ms", "preemptions_per_1k", "per_pod_share", "wall_s"):
+        assert key in summary
+    assert summary["requests"] == 300 and len(summary["per_pod_share"]) == 3
+    assert "%" in res.stderr and "least-kv" in res.stdout  # progress bar + table
+    with samples.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 300 and tuple(rows[0]) == TRAINING_FIELDS
+    assert len(_Trainer.received) == 300 and set(_Trainer.received[0]) == set(TRAINING_FIELDS)
+    with reqs.open() as fh:
+        assert len(list(csv.DictReader(fh))) == 300
+
+
+def test_compare_policies_with_plot_and_plugin(tmp_path: Path) -> None:
+    out, plot = tmp_path / "cmp.json", tmp_path / "ttft.png"
+    res = _replay("--pools", "short:2,long:1", "--max-model-len", "8192",
+                  "--policy-module", "sim_test_plugin", "--policy", "round-robin,first-fit-predicting",
+                  "--policy-opt", "first-fit-predicting.max_prompt=2500", "--slo-ttft-ms", "300",
+                  "--out", str(out), "--plot", str(plot), "--quiet")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())["policies"]
+    assert set(doc) == {"round-robin", "first-fit-predicting"}
+    plugin = doc["first-fit-predicting"]
+    assert plugin["shed"] > 0 and plugin["shed_reasons"] == {"too_big_for_test": plugin["shed"]}
+    assert plugin["prediction_error"]["ttft"]["n"] == plugin["completed"]
+    assert "slo_attainment" in doc["round-robin"]
+    assert set(doc["round-robin"]["per_pod_share"]) == {"short-0", "short-1", "long-0"}
+    assert plot.stat().st_size > 10_000 and plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cluster_config_file_and_errors(tmp_path: Path) -> None:
+    conf = tmp_path / "cluster.toml"
+    conf.write_text('scrape_interval_s = 0.2\n[[pools]]\nname = "short"\ncount = 2\nmax_model_len = 2048\n'
+                    '[[pools]]\nname = "long"\ncount = 1\npreset = "llama2-7b-h100"\n')
+    out = tmp_path / "s.json"
+    res = _replay("--cluster-config", str(conf), "--out", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert set(json.loads(out.read_text())["per_pod"]) == {"short-0", "short-1", "long-0"}
+    bad = _replay("--policy", "no-such-policy", "--quiet")
+    assert bad.returncode == 2 and "unknown policy" in bad.stderr
+    conf.write_text('[[pools]]\nname = "a"\ncount = 1\nmax_model_lenn = 5\n')
+    bad = _replay("--cluster-config", str(conf), "--quiet")
+    assert bad.returncode == 2 and "max_model_lenn" in bad.stderr

@@ -1,0 +1,80 @@
+"""Crash test: acknowledged rows survive ``kill -9`` (subprocess), and training uses them after restart."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(data_dir: Path, port: int, interval: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "LATENCY_RETRAINING_INTERVAL_SEC": interval, "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "100",
+           "LATENCY_XGB_N_ESTIMATORS": "20", "LATENCY_TRAIN_THREADS": "1", "LATENCY_LOG_LEVEL": "WARNING"}
+    return subprocess.Popen([sys.executable, "-m", "trainer", "--host", "127.0.0.1", "--port", str(port),
+                             "--data-dir", str(data_dir)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "exited"
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("trainer not ready")
+
+
+def test_kill_9_loses_no_acknowledged_row(tmp_path: Path, rows_of: Callable[..., list]) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start(tmp_path, port, "3600")
+    acked = 0
+    try:
+        wait_ready(url, proc)
+        with httpx.Client(base_url=url, timeout=30) as c:
+            for i in range(10):
+                r = c.post("/add_training_data_bulk", json={"entries": rows_of(250, seed=i)})
+                assert r.status_code == 202
+                acked += 250
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL
+
+    proc = start(tmp_path, port, "0.5")
+    try:
+        wait_ready(url, proc)
+        with httpx.Client(base_url=url, timeout=30) as c:
+            status = c.get("/data/status").json()
+            assert status["durable"]["rows"] == acked
+            held = status["training_data"]["total_samples"] + status["test_data"]["total_samples"]
+            assert held == acked
+            deadline = time.monotonic() + 20
+            while c.get("/data/status").json()["last_retrain"] is None:
+                assert time.monotonic() < deadline, "no retrain after restart"
+                time.sleep(0.1)
+            manifest = c.get("/bundle/manifest").json()
+            rows_used = sum(m["training_rows"] + m["holdout_rows"] for m in manifest["models"].values())
+            assert rows_used == acked
+    finally:
+        proc.terminate()
+        proc.wait(15)

@@ -1,0 +1,93 @@
+"""Contract §5: every derived feature, bucket edge and column order (shared/features.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shared.features import (
+    FeatureSpec,
+    cache_bucket,
+    effective_input_tokens,
+    is_queued,
+    pod_type_code,
+    prefill_score_bucket,
+    prefix_bucket,
+    queue_bucket,
+)
+
+
+@pytest.mark.parametrize(("waiting", "expected"), [(0, 0), (1, 1), (2, 1), (3, 2), (5, 2), (6, 3), (10, 3),
+                                                   (11, 4), (500, 4)])
+def test_queue_bucket_edges(waiting: int, expected: int) -> None:
+    assert queue_bucket(np.array([waiting]))[0] == expected
+
+
+@pytest.mark.parametrize(("kv", "expected"), [(0.0, 0), (0.0499, 0), (0.05, 1), (0.5, 10), (0.9499, 18),
+                                              (0.95, 19), (1.0, 19), (-0.1, 0), (1.5, 19)])
+def test_cache_bucket_edges(kv: float, expected: int) -> None:
+    assert cache_bucket(np.array([kv]))[0] == expected
+
+
+@pytest.mark.parametrize(("score", "expected"), [(0.0, 0), (0.2499, 0), (0.25, 1), (0.4999, 1), (0.5, 2),
+                                                 (0.7499, 2), (0.75, 3), (1.0, 3), (-1.0, 0), (2.0, 3)])
+def test_prefix_and_prefill_score_bucket_edges(score: float, expected: int) -> None:
+    assert prefix_bucket(np.array([score]))[0] == expected
+    assert prefill_score_bucket(np.array([score]))[0] == expected
+
+
+@pytest.mark.parametrize(("waiting", "expected"), [(0, 0.0), (1, 1.0), (37, 1.0)])
+def test_is_queued(waiting: int, expected: float) -> None:
+    assert is_queued(np.array([waiting]))[0] == expected
+
+
+@pytest.mark.parametrize(("tokens", "score", "expected"), [(1000, 0.0, 1000.0), (1000, 0.25, 750.0),
+                                                           (1000, 1.0, 0.0), (0, 0.5, 0.0)])
+def test_effective_input_tokens(tokens: int, score: float, expected: float) -> None:
+    assert effective_input_tokens(np.array([tokens]), np.array([score]))[0] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("pod_type", "code"), [(None, 0), ("", 0), ("both", 0), ("prefill-decode", 0),
+                                                ("encode-prefill-decode", 0), ("prefill", 1),
+                                                ("encode-prefill", 1), ("decode", 2), ("encode", 3),
+                                                ("gpu-xl", 3)])
+def test_pod_type_codes(pod_type: str | None, code: int) -> None:
+    assert pod_type_code(pod_type) == code
+
+
+TTFT_13 = ("is_queued", "kv_cache_percentage", "input_token_length", "num_request_waiting", "num_request_running",
+           "prefill_tokens_in_flight", "decode_tokens_in_flight", "encoder_matched_size", "encoder_input_size",
+           "prefix_cache_score", "effective_input_tokens", "prefill_score_bucket", "pod_type_cat")
+TPOT_9 = ("is_queued", "kv_cache_percentage", "input_token_length", "num_request_waiting", "num_request_running",
+          "prefill_tokens_in_flight", "decode_tokens_in_flight", "num_tokens_generated", "pod_type_cat")
+
+
+@pytest.mark.parametrize(("tif", "enc", "ttft_n", "tpot_n"), [(True, True, 13, 9), (False, True, 11, 7),
+                                                              (True, False, 11, 9), (False, False, 9, 7)])
+def test_column_counts_by_flags(tif: bool, enc: bool, ttft_n: int, tpot_n: int) -> None:
+    spec = FeatureSpec(token_in_flight=tif, encoder=enc)
+    assert len(spec.columns("ttft")) == ttft_n
+    assert len(spec.columns("tpot")) == tpot_n
+
+
+def test_column_order_matches_contract() -> None:
+    spec = FeatureSpec()
+    assert spec.columns("ttft") == TTFT_13
+    assert spec.columns("tpot") == TPOT_9
+
+
+def test_matrix_values_follow_the_derivations() -> None:
+    cols = {"kv_cache_percentage": np.array([0.42]), "input_token_length": np.array([812.0]),
+            "num_request_waiting": np.array([3.0]), "num_request_running": np.array([5.0]),
+            "num_tokens_generated": np.array([1.0]), "prefix_cache_score": np.array([0.25]),
+            "pod_type": np.array([2.0]), "prefill_tokens_in_flight": np.array([1536.0]),
+            "decode_tokens_in_flight": np.array([7.0]), "encoder_input_size": np.array([11.0]),
+            "encoder_matched_size": np.array([4.0])}
+    row = dict(zip(TTFT_13, FeatureSpec().matrix("ttft", cols)[0], strict=True))
+    assert row == pytest.approx({"is_queued": 1, "kv_cache_percentage": 0.42, "input_token_length": 812,
+                                 "num_request_waiting": 3, "num_request_running": 5, "prefill_tokens_in_flight": 1536,
+                                 "decode_tokens_in_flight": 7, "encoder_matched_size": 4, "encoder_input_size": 11,
+                                 "prefix_cache_score": 0.25, "effective_input_tokens": 609, "prefill_score_bucket": 1,
+                                 "pod_type_cat": 2})
+    tpot = dict(zip(TPOT_9, FeatureSpec().matrix("tpot", cols)[0], strict=True))
+    assert tpot["num_tokens_generated"] == 1 and tpot["pod_type_cat"] == 2 and tpot["is_queued"] == 1

@@ -1,0 +1,37 @@
+"""The trainer's ASGI app factory (no module-level app: settings are passed in)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from shared.trainer_settings import TrainerSettings
+from trainer import http_errors
+from trainer.pull import build_pull_router
+from trainer.routes import build_router
+from trainer.service import TrainerService
+
+
+def create_app(settings: TrainerSettings, run_loop: bool = True) -> FastAPI:
+    """Build the app; the lifespan replays the log, bootstraps a bundle and starts the retrain loop."""
+    service = TrainerService(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        service.live.bind_loop(asyncio.get_running_loop())
+        await run_in_threadpool(service.start, run_loop)
+        try:
+            yield
+        finally:
+            await run_in_threadpool(service.stop)
+
+    app = FastAPI(title="latency-trainer", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.service = service
+    http_errors.install(app)
+    app.include_router(build_router(service))
+    app.include_router(build_pull_router(service))
+    return app

@@ -1,0 +1,110 @@
+"""Ingest: request bytes → validated columns → durable log → training window.
+
+Atomic by default (any invalid row → 422, nothing stored). Partial mode stores the valid rows
+and reports the rejected ones. Rows with both targets 0 are valid but not stored (contract §2.2).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shared.columns import Bounds, invalid_rows, to_columns
+from shared.errors import RequestValidationFailed, StorageError
+from shared.features import MODEL_NAMES, TARGET_OF
+from shared.jsonbody import list_field, parse_json
+from trainer.metrics import TrainerMetrics
+from trainer.store import SampleLog
+from trainer.store.record import STORED_FIELDS, columns_to_matrix
+from trainer.window import COL, Window
+
+log = logging.getLogger(__name__)
+ROOT = ["body", "entries"]
+FLOAT_MAX = 1.7976931348623157e308
+
+
+@dataclass
+class IngestResult:
+    sent: int
+    accepted: int
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def message(self) -> str:
+        return f"Accepted {self.sent} training samples."
+
+
+def _overflowing_ints_to_inf(rows: list[Any]) -> list[Any]:
+    """Integers beyond float range → inf, so validation names the field (shared.columns overflows on them)."""
+    def fix(row: Any) -> Any:
+        if not isinstance(row, dict):
+            return row
+        return {k: (float("inf") if isinstance(v, int) and not isinstance(v, bool) and abs(v) > FLOAT_MAX else v)
+                for k, v in row.items()}
+    return [fix(row) for row in rows]
+
+
+def validate(rows: list[Any], bounds: Bounds, max_errors: int) -> dict[str, np.ndarray]:
+    try:
+        return to_columns(rows, ROOT, targets=True, bounds=bounds, max_errors=max_errors)
+    except OverflowError:
+        return to_columns(_overflowing_ints_to_inf(rows), ROOT, targets=True, bounds=bounds, max_errors=max_errors)
+
+
+class Ingestor:
+    def __init__(self, sample_log: SampleLog, window: Window, metrics: TrainerMetrics, bounds: Bounds,
+                 max_rows: int) -> None:
+        self.log, self.window, self.metrics = sample_log, window, metrics
+        self.bounds, self.max_rows = bounds, max_rows
+        self.lock = threading.Lock()  # log order == window order
+
+    def ingest(self, body: bytes, partial: bool) -> IngestResult:
+        rows = list_field(parse_json(body), "entries", min_len=0, max_len=self.max_rows)
+        if not rows:
+            return IngestResult(0, 0)
+        max_errors = len(rows) * len(STORED_FIELDS) + 1 if partial else 1000
+        try:
+            cols = validate(rows, self.bounds, max_errors)
+            rejected: list[dict[str, Any]] = []
+        except RequestValidationFailed as exc:
+            bad = invalid_rows(exc.errors)
+            self.metrics.count_rejected({e["type"] for e in errs} for errs in bad.values())
+            if not partial or not bad:
+                self.metrics.requests.labels(outcome="rejected").inc()
+                raise
+            rejected = [{"index": i, "errors": errs} for i, errs in sorted(bad.items())]
+            keep = [row for i, row in enumerate(rows) if i not in bad]
+            cols = validate(keep, self.bounds, max_errors) if keep else {}
+        accepted = len(cols["actual_ttft_ms"]) if cols else 0
+        if accepted:
+            self.store(columns_to_matrix(cols))
+        self.metrics.requests.labels(outcome="partial" if rejected else "accepted").inc()
+        return IngestResult(len(rows), accepted, rejected)
+
+    def store(self, matrix: np.ndarray) -> None:
+        """Durably append (one write + fdatasync) and add to the window; raises StorageError."""
+        useful = (matrix[:, COL["actual_ttft_ms"]] > 0) | (matrix[:, COL["actual_tpot_ms"]] > 0)
+        if not useful.all():
+            self.metrics.discarded.inc(int((~useful).sum()))
+            matrix = matrix[useful]
+        if not len(matrix):
+            return
+        with self.lock:
+            try:
+                first = self.log.append_rows(matrix)
+            except StorageError:
+                log.exception("durable append failed")
+                raise StorageError("Failed to add training data in bulk") from None
+            self.window.add(first, matrix)
+        for name in MODEL_NAMES:
+            self.metrics.ingested.labels(model=name).inc(int((matrix[:, COL[TARGET_OF[name]]] > 0).sum()))
+
+    def flush(self, train: bool, test: bool) -> dict[str, tuple[int, int]]:
+        with self.lock:
+            if train or test:
+                self.log.append_flush(train, test)
+            return self.window.flush(train, test)

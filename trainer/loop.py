@@ -1,0 +1,84 @@
+"""The retrain loop: a background thread running ``Retrainer.run_once`` every interval.
+
+The first cycle starts one interval after start-up. A failing cycle is counted (metric and
+``LoopStatus``), logged with its traceback and shown in ``/readyz`` — never swallowed silently —
+and the next cycle runs as usual (no single row or cycle can stop training for good).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import xgboost as xgb
+
+from shared.errors import LatencyError
+from shared.timefmt import from_epoch
+from trainer.cycle import Retrainer
+from trainer.metrics import TrainerMetrics
+
+log = logging.getLogger("trainer.retrain")
+RETRAIN_ERRORS = (LatencyError, xgb.core.XGBoostError, ValueError, ArithmeticError, OSError, MemoryError,
+                  KeyError, IndexError, RuntimeError)
+
+
+@dataclass
+class LoopStatus:
+    cycles: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    last_error: str | None = None
+    last_error_at: str | None = None
+    last_retrain: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+class RetrainLoop:
+    def __init__(self, retrainer: Retrainer, interval: float, metrics: TrainerMetrics) -> None:
+        self.retrainer, self.interval, self.metrics = retrainer, interval, metrics
+        self.status = LoopStatus()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._cycle_lock = threading.Lock()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="retrain-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.run_cycle()
+
+    def run_cycle(self) -> int | None:
+        """One cycle (also callable directly, e.g. by benchmarks); returns the published version."""
+        with self._cycle_lock:
+            started = time.perf_counter()
+            self.status.cycles += 1
+            try:
+                version = self.retrainer.run_once()
+            except RETRAIN_ERRORS as exc:
+                self._failed(exc)
+                return None
+            self.status.consecutive_failures = 0
+            if self.retrainer.last_cycle_fitted:
+                self.status.last_retrain = from_epoch(time.time())
+                self.metrics.last_retrain.set(time.time())
+                self.metrics.retrain_seconds.observe(time.perf_counter() - started)
+            return version
+
+    def _failed(self, exc: BaseException) -> None:
+        self.status.failures += 1
+        self.status.consecutive_failures += 1
+        self.status.last_error = f"{type(exc).__name__}: {exc}"
+        self.status.last_error_at = from_epoch(time.time())
+        self.metrics.failures.inc()
+        log.error("retrain cycle failed (%d so far)", self.status.failures, exc_info=exc)

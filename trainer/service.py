@@ -1,0 +1,114 @@
+"""The trainer's composition root: builds every part from settings, starts and stops them.
+
+Start-up order: replay the durable log into the window → load the live bundle (or import a
+seed export, or publish the prior) → start the retrain loop. The HTTP layer only calls into
+the objects held here.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from shared.bundle import read_bundle, read_current
+from shared.errors import BundleError
+from shared.model import LoadedBundle, load_bundle
+from shared.trainer_settings import TrainerSettings
+from trainer.cycle import Retrainer, bundle_meta
+from trainer.fit import FitParams
+from trainer.ingest import Ingestor
+from trainer.live import LiveBundle
+from trainer.loop import RetrainLoop
+from trainer.metrics import TrainerMetrics
+from trainer.prior import fit_prior
+from trainer.publisher import Publisher
+from trainer.store import LogLimits, RowsRecord, SampleLog
+from trainer.window import Window
+
+log = logging.getLogger(__name__)
+
+
+def fit_params(settings: TrainerSettings) -> FitParams:
+    return FitParams(objective=settings.objective_type, alpha=settings.quantile_alpha,
+                     rounds=settings.xgb_n_estimators, max_depth=settings.xgb_max_depth,
+                     learning_rate=settings.xgb_learning_rate, max_bin=settings.xgb_max_bin,
+                     nthread=settings.train_threads, monotone=settings.xgb_monotone,
+                     tpot_zero_token_count=settings.tpot_zero_token_count,
+                     prefix_weighting=settings.sample_weighting_for_prefix_cache)
+
+
+class TrainerService:
+    def __init__(self, settings: TrainerSettings) -> None:
+        self.settings = s = settings
+        self.spec = s.feature_spec
+        self.data_dir = Path(s.data_dir)
+        self.metrics = TrainerMetrics()
+        self.live = LiveBundle()
+        self.window = Window(s.max_training_data_size_per_bucket, s.test_train_ratio, s.max_test_data_size)
+        self.log = SampleLog(self.data_dir / "log", LogLimits(s.retention_max_rows, s.retention_max_bytes,
+                                                              s.segment_max_bytes))
+        self.publisher = Publisher(self.data_dir / "bundles", s.hmac_key, s.bundles_kept)
+        self.ingestor = Ingestor(self.log, self.window, self.metrics, s.bounds, s.max_ingest_rows)
+        self.params = fit_params(s)
+        self.retrainer = Retrainer(self.spec, self.params, s.min_samples_for_retrain, self.window, self.publisher,
+                                   self.live, self.metrics)
+        self.loop = RetrainLoop(self.retrainer, s.retraining_interval_sec, self.metrics)
+
+    def start(self, run_loop: bool = True) -> None:
+        rows = self.replay()
+        log.info("durable log: %d rows replayed (%d bytes)", rows, self.log.total_bytes)
+        self.bootstrap()
+        if run_loop:
+            self.loop.start()
+
+    def replay(self) -> int:
+        rows = 0
+        for record in self.log.replay():
+            if isinstance(record, RowsRecord):
+                self.window.add(record.first_seq, record.matrix)
+                rows += record.n_rows
+            else:
+                self.window.flush(record.flush_train, record.flush_test)
+        return rows
+
+    def bootstrap(self) -> None:
+        loaded = self._load_current() or self._import_seed() or self._publish_prior()
+        self.live.set(loaded)
+        self.metrics.live_version.set(loaded.version)
+
+    def _load_current(self) -> LoadedBundle | None:
+        try:
+            bundle = read_current(self.publisher.root, self.settings.hmac_key)
+            return None if bundle is None else load_bundle(bundle, self.spec, nthread=1)
+        except BundleError as exc:
+            log.error("live bundle on disk rejected (%s); publishing a fresh one", exc)
+            return None
+
+    def _import_seed(self) -> LoadedBundle | None:
+        seed = Path(self.settings.seed_dir) if self.settings.seed_dir else self.data_dir / "seed"
+        if not (seed / "manifest.json").is_file():
+            return None
+        metadata = seed / "metadata.json"
+        if metadata.is_file():
+            log.info("seed export metadata: %s", metadata.read_text(errors="replace").strip())
+        try:
+            bundle = read_bundle(seed, self.settings.hmac_key)
+            models = {name: (bundle.model_bytes(name), dict(bundle.model_entry(name)))
+                      for name in bundle.manifest["models"]}
+            meta = {k: v for k, v in bundle.manifest.items() if k in ("feature_flags", "model_type",
+                                                                      "objective_type", "quantile", "prior")}
+            loaded = load_bundle(self.publisher.publish(models, meta), self.spec, nthread=1)
+        except BundleError as exc:
+            log.error("seed bundle in %s rejected: %s", seed, exc)
+            return None
+        log.info("imported seed bundle from %s as v%d", seed, loaded.version)
+        return loaded
+
+    def _publish_prior(self) -> LoadedBundle:
+        bundle = self.publisher.publish(fit_prior(self.spec), bundle_meta(self.spec, self.params, prior=True))
+        log.info("no model yet: published the prior bundle v%d", bundle.version)
+        return load_bundle(bundle, self.spec, nthread=1)
+
+    def stop(self) -> None:
+        self.loop.stop()
+        self.log.close()
