@@ -26,7 +26,7 @@ import orjson
 from demo.load import LoadStats, run_load
 from demo.procs import StartupError
 from demo.report import build_summary, print_report
-from demo.stack import LONG, SHORT, REPO, Stack, StackSpec
+from demo.stack import LONG, REPO, SHORT, Stack, StackSpec
 from demo.watch import Watcher
 from demo.workload import DEFAULT_TRACE, ChatWorkload, load_trace
 

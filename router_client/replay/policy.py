@@ -89,7 +89,9 @@ class PredictedLatencyPolicy:
                                  request.slo_tpot_ms, self.opts.sheddable)
         outcome = self.core.decide(pool, sreq, candidates)
         if outcome.index is None:
-            return Decision.shed(outcome.reason.split(" ", 1)[0])
+            best = outcome.best
+            return Decision(None, outcome.reason.split(" ", 1)[0], best.predicted_ttft_ms if best else None,
+                            best.predicted_tpot_ms if best else None)
         chosen = candidates[outcome.index]
         return Decision.route(chosen.pod, chosen.predicted_ttft_ms, chosen.predicted_tpot_ms)
 

@@ -96,8 +96,11 @@ class EngineConfig:
             raise ConfigError("max_num_batched_tokens must be >= max_num_seqs")
         if self.max_model_len < 2 or self.block_size < 1 or self.max_num_seqs < 1:
             raise ConfigError("max_model_len, block_size and max_num_seqs must be positive")
-        if self.num_gpu_blocks * self.block_size < self.block_size * 2:
-            raise ConfigError("KV cache too small")
+        kv_tokens = self.num_gpu_blocks * self.block_size
+        if kv_tokens < self.max_model_len:
+            raise ConfigError(
+                f"KV cache holds {kv_tokens} tokens, fewer than max_model_len={self.max_model_len}"
+            )
         return self
 
     @classmethod

@@ -153,8 +153,11 @@ def build_app(cfg: PodConfig) -> FastAPI:
         return {"object": "list", "data": [card]}
 
     @app.get("/health")
-    async def health() -> dict[str, object]:
-        return {"status": "ok", "model": handler.model, "pool": cfg.pool, "preset": cfg.engine.preset}
+    async def health() -> JSONResponse:
+        ok = runtime.alive
+        body = {"status": "ok" if ok else "engine stopped", "model": handler.model, "pool": cfg.pool,
+                "preset": cfg.engine.preset}
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/metrics")
     def prometheus() -> Response:

@@ -71,6 +71,10 @@ class PodRuntime:
         if self._thread is not None:
             self._thread.join(timeout_s)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     # -- called from the event loop ------------------------------------------------------------
     def submit(self, seq: Sequence) -> None:
         with self._cond:
@@ -113,7 +117,9 @@ class PodRuntime:
                 self._inbox.clear()
                 self.engine.clock = max(self.engine.clock, now)
                 res = self.engine.step()
-            if res is not None:
+            if res is None:
+                self._stop.wait(0.001)
+            else:
                 delay = self._t0 + res.end * self.cfg.time_scale - time.monotonic()
                 if delay > 0 and self._stop.wait(delay):
                     return

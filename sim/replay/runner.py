@@ -27,8 +27,10 @@ def run_policy(
     reg = registry or default_registry()
     ctx = PolicyContext(seed=seed, pods=cfg.pod_ids(), options=dict(options or {}))
     pol = reg.build(policy, ctx)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     sim = ClusterSimulation(cfg, pol, seed=seed)
     result = sim.run(items, progress)
-    wall = time.perf_counter() - t0
-    return summarize(result, policy, wall, slo_ttft_ms), result
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    summary = summarize(result, policy, wall, slo_ttft_ms)
+    summary["cpu_s"] = round(cpu, 3)
+    return summary, result

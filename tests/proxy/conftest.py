@@ -24,13 +24,13 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # demo/ is a top-level folder, not an installed package
     sys.path.insert(0, str(REPO))
 
-from demo.procs import free_port
-from demo.stack import PoolSpec, Stack, StackSpec
-from router_client.config import RouterConfig
-from router_client.proxy.app import ProxyState, create_app
-from sim.engine.config import EngineConfig
-from sim.pod.config import PodConfig
-from sim.pod.launch import run_pods
+from demo.procs import free_port  # noqa: E402
+from demo.stack import PoolSpec, Stack, StackSpec  # noqa: E402
+from router_client.config import RouterConfig  # noqa: E402
+from router_client.proxy.app import ProxyState, create_app  # noqa: E402
+from sim.engine.config import EngineConfig  # noqa: E402
+from sim.pod.config import PodConfig  # noqa: E402
+from sim.pod.launch import run_pods  # noqa: E402
 
 TIME_SCALE = 0.02
 

@@ -48,7 +48,7 @@ def _check(engine: Engine) -> None:
         assert s.num_blocks == 0
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(request, min_size=1, max_size=40))
 def test_every_request_finishes_and_tokens_are_conserved(run_engine, reqs) -> None:
     engine = Engine(BASE)
@@ -67,7 +67,7 @@ def test_every_request_finishes_and_tokens_are_conserved(run_engine, reqs) -> No
         assert engine.stats.tokens_computed == expected
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(request, min_size=1, max_size=30))
 def test_fast_forward_matches_step_by_step(reqs) -> None:
     """With noise off, closed-form decode jumps give the same timings as single steps."""

@@ -105,3 +105,20 @@ def test_too_long_prompt_is_rejected(small_cfg) -> None:
     seq = Sequence("y", 500, 100)
     engine.add(seq, 0.0)
     assert seq.output_len == 12  # clipped to max_model_len
+
+
+def test_config_validation() -> None:
+    from sim.engine import ConfigError
+
+    cfg = EngineConfig.from_preset("llama3-8b-a100")
+    assert cfg.num_gpu_blocks == int((80 * 1024**3 * 0.9 - 16.06e9 - 2 * 1024**3) // (131072 * 16))
+    lower = EngineConfig.from_preset("llama3-8b-a100", gpu_memory_utilization=0.5)
+    assert lower.num_gpu_blocks < cfg.num_gpu_blocks
+    with pytest.raises(ConfigError, match="fewer than max_model_len"):
+        EngineConfig.from_preset("llama3-8b-a100", num_gpu_blocks_override=10, max_model_len=512)
+    with pytest.raises(ConfigError, match="unknown engine config keys"):
+        EngineConfig.from_preset("llama3-8b-a100", max_model_length=5)
+    with pytest.raises(ConfigError, match="unknown preset"):
+        EngineConfig.from_preset("gpt-5")
+    with pytest.raises(ConfigError, match="no memory left"):
+        EngineConfig.from_preset("llama3-8b-a100", gpu_memory_utilization=0.1)

@@ -1,0 +1,171 @@
+"""Proxy overhead per request: time to first byte through the router proxy minus direct to the pod.
+
+    .venv/bin/python -m bench.bench_proxy [--concurrency 50] [--duration 40] [--time-scale 1.0]
+
+Setup (all child processes on 127.0.0.1): one sim process with 2 pods, a trainer + predictor,
+and the proxy (``python -m router_client``) whose decisions call the predictor (strict bulk,
+default config: coalescing window 1 ms, predictor budget raised so no decision falls back).
+``--concurrency`` client workers each loop for ``--duration`` seconds, alternating a direct
+request (round-robin over the pods) and a proxied one, so ~50 streams are in flight and both
+paths see the same pod load at the same moments. Each request is a streamed completion (token-id
+prompt, fixed ``output_tokens``); TTFB = connect + send → first SSE ``data:`` line, measured by
+a minimal raw-socket HTTP/1.1 client (``Connection: close`` for both paths) so client overhead is
+small and identical on both paths. Overhead = p50(proxied) − p50(direct) (also p90), plus the
+proxy's own parse+decide histogram from ``/metrics``. Writes bench/RESULTS-proxy.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from demo.prom import histogram_mean, metric_value  # noqa: E402
+from demo.stack import PoolSpec, Stack, StackSpec  # noqa: E402
+
+RESULTS = REPO / "bench" / "RESULTS-proxy.md"
+
+
+async def ttfb(host: str, port: int, body: bytes) -> float | None:
+    """Seconds from connect to the first SSE data line; None on failure. Reads the stream to its end."""
+    started = time.perf_counter()
+    reader, writer = await asyncio.open_connection(host, port)
+    head = (f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    writer.write(head + body)
+    buf = b""
+    first: float | None = None
+    try:
+        while True:
+            data = await reader.read(65536)
+            if not data:
+                break
+            if first is None:
+                buf += data
+                if b"200 OK" not in buf[:20]:
+                    return None
+                if b"\r\ndata: " in buf or b"\ndata: " in buf:
+                    first = time.perf_counter() - started
+    finally:
+        writer.close()
+    return first
+
+
+async def worker(i: int, pods: list[tuple[str, int]], proxy: tuple[str, int], body: bytes, stop: float,
+                 direct: list[float], proxied: list[float], failures: list[int]) -> None:
+    via_proxy = i % 2 == 1
+    n = 0
+    while time.monotonic() < stop:
+        target = proxy if via_proxy else pods[(i + n) % len(pods)]
+        got = await ttfb(*target, body)
+        if got is None:
+            failures.append(i)
+        else:
+            (proxied if via_proxy else direct).append(got)
+        via_proxy = not via_proxy
+        n += 1
+
+
+def _pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 2 else float("nan")
+
+
+async def measure(stack: Stack, concurrency: int, duration: float, output_tokens: int) -> dict[str, float]:
+    pods = [(u.split("//")[1].split(":")[0], int(u.rsplit(":", 1)[1])) for u in stack.pod_urls["short"]]
+    proxy = (stack.router_url.split("//")[1].split(":")[0], int(stack.router_url.rsplit(":", 1)[1]))
+    body = orjson.dumps({"model": "m", "prompt": [7] * 64, "stream": True, "output_tokens": output_tokens,
+                         "max_tokens": output_tokens})
+    warm_stop = time.monotonic() + 3.0
+    await asyncio.gather(*(worker(i, pods, proxy, body, warm_stop, [], [], []) for i in range(concurrency)))
+    async with httpx.AsyncClient() as client:
+        before = (await client.get(stack.router_url + "/metrics")).text
+    direct: list[float] = []
+    proxied: list[float] = []
+    failures: list[int] = []
+    stop = time.monotonic() + duration
+    await asyncio.gather(*(worker(i, pods, proxy, body, stop, direct, proxied, failures)
+                           for i in range(concurrency)))
+    async with httpx.AsyncClient() as client:
+        after = (await client.get(stack.router_url + "/metrics")).text
+    ms = 1000.0
+    result = {
+        "direct_n": len(direct), "proxied_n": len(proxied), "failures": len(failures),
+        "direct_p50": statistics.median(direct) * ms, "proxied_p50": statistics.median(proxied) * ms,
+        "direct_p90": _pct(direct, 90) * ms, "proxied_p90": _pct(proxied, 90) * ms,
+    }
+    result["overhead_p50"] = result["proxied_p50"] - result["direct_p50"]
+    result["overhead_p90"] = result["proxied_p90"] - result["direct_p90"]
+    for key, name in (("inner", "latency_router_proxy_overhead_seconds"), ("decide", "router_decision_seconds")):
+        count = metric_value(after, name + "_count") - metric_value(before, name + "_count")
+        total = metric_value(after, name + "_sum") - metric_value(before, name + "_sum")
+        result[f"{key}_mean"] = total / count * ms if count else float("nan")
+    result["fallbacks"] = (metric_value(after, "latency_router_proxy_fallbacks_total")
+                           - metric_value(before, "latency_router_proxy_fallbacks_total"))
+    result["inner_mean_all"] = (histogram_mean(after, "latency_router_proxy_overhead_seconds") or 0.0) * ms
+    return result
+
+
+def write_results(res: dict[str, float], args: argparse.Namespace, command: str) -> None:
+    target = "met" if res["overhead_p50"] <= 1.0 else "NOT met"
+    text = f"""## Routing proxy (router_client/proxy)
+
+Command: `{command}`
+Machine: 2 cores ({platform.machine()}, CPython {platform.python_version()}); everything (client, proxy,
+sim pods, trainer, predictor) shares those 2 cores.
+
+Method: one sim process with 2 pods (`--time-scale {args.time_scale}`), trainer + predictor, and
+`python -m router_client` on loopback; {args.concurrency} client workers loop for {args.duration:.0f} s, each
+alternating a direct request (round-robin over the pods) and a proxied one, so ~{args.concurrency} streams are
+in flight and both paths see the same pod load. Request: streamed completion, 64 token-id prompt,
+{args.output_tokens} output tokens. TTFB = connect → first SSE `data:` line, raw-socket HTTP/1.1 client with
+`Connection: close` on both paths. Every proxied decision calls the predictor (strict bulk; fallbacks
+during the run: {res['fallbacks']:.0f}).
+
+| path | requests | TTFB p50 (ms) | TTFB p90 (ms) |
+| --- | ---: | ---: | ---: |
+| direct to pod | {res['direct_n']:.0f} | {res['direct_p50']:.2f} | {res['direct_p90']:.2f} |
+| through proxy | {res['proxied_n']:.0f} | {res['proxied_p50']:.2f} | {res['proxied_p90']:.2f} |
+| **overhead** | | **{res['overhead_p50']:.2f}** | {res['overhead_p90']:.2f} |
+
+Target p50 overhead ≤ 1 ms: **{target}**. Inside the proxy (from its `/metrics`, same window):
+request received → upstream request sent (parse + decide incl. predictor call) mean
+{res['inner_mean']:.2f} ms; `router_decision_seconds` mean {res['decide_mean']:.2f} ms. Failures: {res['failures']:.0f}.
+"""
+    RESULTS.write_text(text)
+    print(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.bench_proxy", description=__doc__.split("\n")[0])
+    p.add_argument("--concurrency", type=int, default=50)
+    p.add_argument("--duration", type=float, default=40.0)
+    p.add_argument("--time-scale", type=float, default=1.0)
+    p.add_argument("--output-tokens", type=int, default=64)
+    p.add_argument("--no-write", action="store_true")
+    args = p.parse_args(argv)
+    spec = StackSpec(pools=(PoolSpec("short", 2, 4096, max_num_seqs=256),), time_scale=args.time_scale,
+                     retrain_interval_s=10.0, router={"predictor_timeout_ms": 250.0})
+    command = ".venv/bin/python -m bench.bench_proxy " + " ".join(argv if argv is not None else sys.argv[1:])
+    with tempfile.TemporaryDirectory() as tmp, Stack(spec, Path(tmp)) as stack:
+        res = asyncio.run(measure(stack, args.concurrency, args.duration, args.output_tokens))
+    if args.no_write:
+        print(orjson.dumps(res, option=orjson.OPT_INDENT_2).decode())
+    else:
+        write_results(res, args, command.strip())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

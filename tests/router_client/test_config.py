@@ -1,0 +1,56 @@
+"""RouterConfig: the JSON file format, defaults, and start-up failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from router_client.config import RouterConfig
+from router_client.errors import RouterConfigError
+from router_client.router import Router
+
+BASE = {"pools": [{"name": "short", "pods": ["http://127.0.0.1:9000"], "max_context": 4096,
+                   "trainer_url": "http://127.0.0.1:8000", "predictor_urls": ["http://127.0.0.1:8001"]},
+                  {"name": "long", "pods": ["http://127.0.0.1:9100"], "max_context": 32768}],
+        "predictor_timeout_ms": 5}
+
+
+def test_load_file_with_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "router.json"
+    path.write_bytes(orjson.dumps(BASE))
+    cfg = RouterConfig.load(path)
+    assert cfg.pool("short").max_context == 4096 and cfg.pool("long").predictor_urls == []
+    assert cfg.classifier.output_threshold_tokens == 512 and cfg.classifier.total_threshold_tokens == 2048
+    assert [f.name for f in cfg.scheduler.filters] == ["prefix-affinity", "slo-headroom"]
+    assert cfg.coalesce_window_ms == 1.0 and cfg.max_coalesced_rows == 10000
+
+
+BAD = [
+    ("unknown top-level key", {**BASE, "predictor_timeout": 5}, "predictor_timeout"),
+    ("unknown pool key", {"pools": [{**BASE["pools"][0], "urls": []}]}, "urls"),
+    ("unknown classifier key", {**BASE, "classifier": {"threshold": 3}}, "threshold"),
+    ("no pools", {"pools": []}, "pools"),
+    ("pool without pods", {"pools": [{"name": "a", "pods": []}]}, "pods"),
+    ("duplicate pool names", {"pools": [BASE["pools"][0], BASE["pools"][0]]}, "duplicate"),
+    ("too many coalesced rows", {**BASE, "max_coalesced_rows": 20000}, "max_coalesced_rows"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "needle"), BAD, ids=[b[0] for b in BAD])
+def test_invalid_config_fails(name: str, data: dict, needle: str) -> None:
+    with pytest.raises(RouterConfigError, match=needle):
+        RouterConfig.parse(data)
+
+
+def test_unknown_plugin_fails_when_the_router_is_built() -> None:
+    cfg = RouterConfig.parse({**BASE, "scheduler": {"picker": {"name": "roulette"}}})
+    with pytest.raises(RouterConfigError, match="unknown picker plugin 'roulette'"):
+        Router(cfg)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{nope")
+    with pytest.raises(RouterConfigError, match="cannot read"):
+        RouterConfig.load(tmp_path / "bad.json")

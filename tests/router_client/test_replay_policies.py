@@ -1,0 +1,95 @@
+"""The router pipeline as sim.replay policies: registration, pool choice, anti-starvation, model error."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from router_client.replay_policies import register_policies
+from sim.cluster.config import ClusterConfig, PoolSpec, single_pool
+from sim.cluster.policy import PolicyContext, RequestView
+from sim.cluster.registry import PolicyRegistry
+from sim.cluster.simulation import ClusterSimulation, ReplayItem
+from sim.engine.config import EngineConfig
+from sim.engine.errors import ConfigError
+
+FAST = {"retrain_interval_s": "5", "min_samples": "50", "rounds": "20"}
+
+
+def registry() -> PolicyRegistry:
+    reg = PolicyRegistry()
+    register_policies(reg)
+    return reg
+
+
+def items(n: int, rate: float, sticky: bool, seed: int = 0, long_every: int = 0) -> list[ReplayItem]:
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for i in range(n):
+        t += rng.expovariate(rate)
+        long = long_every > 0 and i % long_every == 0
+        prompt = 3000 if long else rng.randint(200, 1200)
+        output = rng.randint(20, 200)
+        blocks = prompt // 16
+        hashes = tuple(range(1, blocks + 1)) if sticky else tuple(rng.getrandbits(62) for _ in range(blocks))
+        view = RequestView(f"r{i}", t, prompt, output, None, "s" if sticky else f"k{i}", hashes)
+        out.append(ReplayItem(view, output))
+    return out
+
+
+def run(policy: str, cfg: ClusterConfig, work: list[ReplayItem], **opts: str) -> ClusterSimulation:
+    pol = registry().build(policy, PolicyContext(seed=1, pods=cfg.pod_ids(), options={**FAST, **opts}))
+    sim = ClusterSimulation(cfg, pol, seed=1)
+    sim.run(work)
+    return sim
+
+
+def test_registered_with_the_sim_registry() -> None:
+    names = registry().names()
+    assert {"round-robin", "least-queue", "predicted-latency", "dual-pool"} <= set(names)
+
+
+def test_unknown_option_fails_at_build() -> None:
+    cfg = single_pool(2, EngineConfig.from_preset("llama3-8b-a100"))
+    with pytest.raises(ConfigError, match="retrain_every"):
+        registry().build("predicted-latency", PolicyContext(1, cfg.pod_ids(), {"retrain_every": "3"}))
+
+
+@pytest.mark.timeout(120)
+def test_anti_starvation_with_perfectly_sticky_prefix() -> None:
+    cfg = single_pool(4, EngineConfig.from_preset("llama3-8b-a100"))
+    sim = run("predicted-latency", cfg, items(1200, rate=6.0, sticky=True), exploration="0.0")
+    pods = [r.pod_id for r in sim.records if r.pod_id]
+    shares = {p: pods.count(p) / len(pods) for p in set(pods)}
+    assert len(shares) == 4 and min(shares.values()) >= 0.5 * 0.25 * 0.95, shares
+    least = min(shares, key=lambda p: shares[p])
+    served = [r for r in sim.records if r.pod_id == least and r.predicted_ttft_ms is not None and r.ttft_ms]
+    assert len(served) >= 50
+    actual = np.array([r.ttft_ms for r in served])
+    pred = np.array([r.predicted_ttft_ms for r in served])
+    coverage = float(np.mean(actual <= pred))
+    mape = float(np.mean(np.abs(pred - actual) / actual))
+    assert coverage >= 0.6 and mape <= 1.5, (coverage, mape)
+
+
+@pytest.mark.timeout(120)
+def test_dual_pool_sends_big_budgets_to_the_long_pool() -> None:
+    eng = EngineConfig.from_preset("llama3-8b-a100")
+    cfg = ClusterConfig(pools=(PoolSpec("short", 2, eng), PoolSpec("long", 1, eng)))
+    sim = run("dual-pool", cfg, items(400, rate=3.0, sticky=False, long_every=5))
+    for r in sim.records:
+        assert r.pool == ("long" if r.prompt_tokens == 3000 else "short"), r
+    assert any(r.predicted_ttft_ms is not None for r in sim.records)
+
+
+def test_shed_with_impossible_slo_in_replay() -> None:
+    cfg = single_pool(2, EngineConfig.from_preset("llama3-8b-a100"))
+    work = [ReplayItem(RequestView(i.view.request_id, i.view.arrival_s, i.view.prompt_tokens, i.view.
+                                   expected_output_tokens, None, i.view.prefix_key, i.view.block_hashes,
+                                   slo_ttft_ms=0.001), i.output_tokens) for i in items(300, 3.0, False)]
+    sim = run("predicted-latency", cfg, work, sheddable="true")
+    shed = [r for r in sim.records if r.shed_reason]
+    assert shed and all(r.shed_reason.startswith("shed:slo_ttft") for r in shed)
+    assert all(r.predicted_ttft_ms is not None for r in shed)
