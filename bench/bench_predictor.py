@@ -114,8 +114,8 @@ def wrk(url: str, body: bytes, conns: int, duration: float, workdir: Path) -> di
     script = workdir / f"post-{len(body)}.lua"
     script.write_text('wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
                       f"wrk.body = [==[{body.decode()}]==]\n")
-    out = subprocess.run(["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(duration))}s", "--latency", "-s", str(script), url],
-                         capture_output=True, text=True, check=True).stdout
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(duration))}s", "--latency", "-s", str(script), url]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     pct = {int(m[0]): float(m[1]) * UNIT[m[2]] for m in re.findall(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)}
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return {"p50": pct[50], "p99": pct[99], "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1]),
@@ -211,7 +211,8 @@ def main() -> None:
     files = train_files()
     publish(root, 1, files)
     print(f"# bench_predictor — {TREES} trees depth {DEPTH}, machine: {os.cpu_count()} cores\n")
-    print("## in-process hot path (µs per call)\n", {k: round(v, 1) for k, v in micro(root).items()}, "\n")
+    print("## in-process hot path (µs per call)\n")
+    print(", ".join(f"{k}: {v:.0f}" for k, v in micro(root).items()), "\n")
     variants = {
         "ours (numpy forest, inline)": lambda p: ours(root, p),
         "ours (xgboost inplace_predict, inline)": lambda p: ours(root, p, PREDICT_EVALUATOR="xgboost"),
@@ -219,18 +220,22 @@ def main() -> None:
         "baseline (pydantic + DMatrix)": lambda p: baseline(root, p),
     }
     print("| variant | strict-100 p50 ms | p99 ms | req/s c1 | rows/s c4 | p50 c4 ms | single p50 ms c1 "
-          "| single p50 ms c8 | single req/s c8 | non-2xx | RSS MB (peak) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| single p50 ms c8 | single req/s c8 | non-2xx | RSS MB | peak MB after a 10k-row call |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label, start in variants.items():
         port = free_port()
         with start(port) as proc:
             r = load_suite(f"http://127.0.0.1:{port}", args.duration, work)
-            rss, peak = rss_mb(proc.pid)
+            rss, _ = rss_mb(proc.pid)
+            big = httpx.post(f"http://127.0.0.1:{port}/predict/bulk/strict", timeout=60,
+                             content=orjson.dumps({"requests": rows(10_000, 3)}))
+            assert big.status_code == 200, big.status_code
+            _, peak = rss_mb(proc.pid)
         s1, s4, q1, q8 = r["strict100_c1"], r["strict100_c4"], r["single_c1"], r["single_c8"]
         errors = sum(x["errors"] for x in r.values())
         print(f"| {label} | {s1['p50']:.3f} | {s1['p99']:.3f} | {s1['rps']:.0f} | {s4['rps'] * 100:,.0f} | "
               f"{s4['p50']:.3f} | {q1['p50']:.3f} | {q8['p50']:.3f} | {q8['rps']:,.0f} | {errors:.0f} | "
-              f"{rss:.0f} ({peak:.0f}) |", flush=True)
+              f"{rss:.0f} | {peak:.0f} |", flush=True)
     fresh = freshness(root, files, args.trials)
     print("\n## new bundle → served (s)\n")
     for mode, values in fresh.items():

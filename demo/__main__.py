@@ -50,7 +50,18 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _install_signal_handlers() -> None:
+    """Outside the event loop, SIGINT/SIGTERM raise KeyboardInterrupt (the stack then stops its children)."""
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, _terminate)
+
+
 async def _drive(stack: Stack, args: argparse.Namespace, stats: LoadStats) -> tuple[Watcher, str]:
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, main_task.cancel)
     rows = load_trace(args.trace, args.rate_scale, args.duration, args.trace_start)
     requests = ChatWorkload(seed=args.seed).requests(rows)
     print(f"load: {len(rows)} requests from {args.trace.name} over {args.duration:.0f} s "
@@ -73,7 +84,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     shutil.rmtree(args.workdir, ignore_errors=True)
     args.workdir.mkdir(parents=True)
     spec = StackSpec(pools=(SHORT, LONG), time_scale=args.time_scale, retrain_interval_s=args.retrain_interval,
-                     sync_interval_s=1.0, min_samples_for_retrain=50, seed=args.seed,
+                     sync_interval_s=1.0, min_samples_for_retrain=30, seed=args.seed,
                      router={"predictor_timeout_ms": 25.0})
     started = time.monotonic()
     print(f"starting the stack in {args.workdir} (pools: short 3 pods / 4096 ctx, long 2 pods / 32768 ctx; "
@@ -81,7 +92,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with Stack(spec, args.workdir) as stack:
         print(f"stack up in {time.monotonic() - started:.1f} s: router {stack.router_url}", flush=True)
         stats = LoadStats()
-        watcher, metrics = asyncio.run(_drive(stack, args, stats))
+        try:
+            watcher, metrics = asyncio.run(_drive(stack, args, stats))
+        except asyncio.CancelledError:
+            raise KeyboardInterrupt("interrupted") from None
+        finally:
+            _install_signal_handlers()
     settings = {"duration_s": args.duration, "rate_scale": args.rate_scale, "time_scale": args.time_scale,
                 "retrain_interval_s": args.retrain_interval, "trace": args.trace.name, "seed": args.seed}
     return build_summary(stats.records, watcher, metrics, time.monotonic() - started, settings)
@@ -89,7 +105,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _terminate)
+    _install_signal_handlers()
     try:
         summary = run(args)
     except KeyboardInterrupt:

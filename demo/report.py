@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from demo.load import Record
-from demo.prom import label_values, metric_value
+from demo.prom import histogram_mean, label_values, metric_value
 from demo.watch import Watcher
 
 _PUBLISHED = re.compile(r"published v(\d+)")
@@ -31,6 +31,16 @@ def _pairs_summary(records: list[Record]) -> dict[str, Any]:
 
     return {"pairs": len(pairs), **stats(pairs), "first_half": stats(pairs[:half]),
             "second_half": stats(pairs[half:])}
+
+
+def _router_side(text: str, pool: str) -> dict[str, Any]:
+    """What the router itself measured (dispatch → first token) and its live error, per pool."""
+    mean_pred = histogram_mean(text, "inference_objective_request_predicted_ttft_seconds", pool=pool)
+    mean_act = histogram_mean(text, "inference_objective_request_ttft_seconds", pool=pool)
+    return {"mean_predicted_ms": round(mean_pred * 1000, 1) if mean_pred is not None else None,
+            "mean_actual_ms": round(mean_act * 1000, 1) if mean_act is not None else None,
+            "live_coverage": round(metric_value(text, "router_prediction_coverage", pool=pool, model="ttft"), 3),
+            "live_mape": round(metric_value(text, "router_prediction_mape", pool=pool, model="ttft"), 3)}
 
 
 def build_summary(records: list[Record], watcher: Watcher, metrics_text: str, duration_s: float,
@@ -59,7 +69,7 @@ def build_summary(records: list[Record], watcher: Watcher, metrics_text: str, du
                           "probe_ttft_ms": b.probe_ttft_ms, "probe_tpot_ms": b.probe_tpot_ms}
                          for b in watcher.bundles],
         "predicted_vs_actual_ttft": {pool: _pairs_summary([r for r in served if r.pool == pool]) for pool in pools},
-        "router_live_coverage": label_values(metrics_text, "router_prediction_coverage", "pool"),
+        "router_measured_ttft": {pool: _router_side(metrics_text, pool) for pool in pools},
         "fallback_reasons": label_values(metrics_text, "router_prediction_fallbacks_total", "reason"),
         "router_decisions": label_values(metrics_text, "latency_router_proxy_decisions_total", "pod"),
         "duration_s": round(duration_s, 1),
@@ -80,7 +90,11 @@ def print_report(summary: dict[str, Any]) -> None:
     for line in summary["retrain_log"] or ["  (none)"]:
         print(f"  {line}")
     print(f"  published bundles per pool: {summary['retrains_per_pool']}")
-    print("\n=== predicted (p90 model) vs actual TTFT, client-measured ===")
+    print("\n=== predicted (p90 model) vs actual TTFT, as the router measured it (dispatch → first token) ===")
+    for pool, r in summary["router_measured_ttft"].items():
+        print(f"  {pool}: mean predicted {r['mean_predicted_ms']} ms  mean actual {r['mean_actual_ms']} ms  "
+              f"live coverage (last 1000) {100 * r['live_coverage']:.0f} % (target 90 %)  MAPE {r['live_mape']:.2f}")
+    print("\n=== predicted vs actual TTFT, client-measured (adds routing + proxy time to the actual) ===")
     for pool, s in summary["predicted_vs_actual_ttft"].items():
         if not s.get("pairs"):
             print(f"  {pool}: no pairs")

@@ -13,9 +13,9 @@ import httpx
 
 from demo.load import LoadStats
 
-PROBE_ROW = {"kv_cache_percentage": 0.3, "input_token_length": 1000, "num_request_waiting": 1,
+PROBE_ROW = {"kv_cache_percentage": 0.2, "input_token_length": 1000, "num_request_waiting": 0,
              "num_request_running": 4, "num_tokens_generated": 1, "prefix_cache_score": 0.0,
-             "prefill_tokens_in_flight": 2000, "decode_tokens_in_flight": 0}
+             "prefill_tokens_in_flight": 1000, "decode_tokens_in_flight": 0}
 """A fixed feature row sent to each predictor's ``/predict`` whenever its bundle version changes."""
 
 

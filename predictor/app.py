@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -35,6 +36,7 @@ from shared.errors import LatencyError
 from shared.predictor_settings import PredictorSettings
 
 log = logging.getLogger(__name__)
+INITIAL_SYNC_MAX_S = 10.0  # start-up never waits longer for the first bundle (the loops keep trying)
 PredictFn = Callable[[bytes, "Serving | None"], Answer]
 
 
@@ -129,9 +131,11 @@ class PredictorApp:
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         try:
-            await asyncio.wait_for(self.syncer.sync_once(), timeout=self.settings.http_timeout)
+            await asyncio.wait_for(self.syncer.sync_once(), timeout=min(self.settings.http_timeout,
+                                                                         INITIAL_SYNC_MAX_S))
         except asyncio.TimeoutError:
             self.holder.sync_failed("initial sync timed out")
+        gc.freeze()  # start-up objects (modules, boosters) leave the GC's view: shorter full collections
         self._start(self.syncer.run_periodic(self.settings.model_sync_interval_sec))
         if self.settings.long_poll:
             self._start(self.syncer.run_long_poll(self.settings.long_poll_wait_sec))
@@ -175,3 +179,8 @@ def create_app(settings: PredictorSettings, source: BundleSource | None = None) 
                     exception_handlers=dict(HANDLERS))  # type: ignore[arg-type]
     app.state.predictor = state
     return app
+
+
+def app_from_env() -> Starlette:
+    """``uvicorn --factory predictor.app:app_from_env`` (settings from the environment, built at start-up)."""
+    return create_app(PredictorSettings.from_env())

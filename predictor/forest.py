@@ -14,6 +14,7 @@ objectives, very deep trees) raises ``Unsupported`` and the caller keeps XGBoost
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from shared.errors import BundleError
 IDENTITY_OBJECTIVES = frozenset({"reg:squarederror", "reg:quantileerror", "reg:absoluteerror",
                                  "reg:pseudohubererror"})
 MAX_DEPTH = 10
+CHUNK_ROWS = 1024
 
 
 class Unsupported(BundleError):
@@ -89,32 +91,57 @@ def _fill_tree(tree: dict[str, Any], depth: int, feat: np.ndarray, thr: np.ndarr
 
 @dataclass(frozen=True)
 class Forest:
-    """An immutable compiled forest; ``predict(matrix)`` equals ``booster.inplace_predict``."""
+    """An immutable compiled forest; ``predict(matrix)`` is bit-equal to ``booster.inplace_predict``.
+
+    Node ids are global: internal slot ``l`` of tree ``t`` is ``t * internal + l``; leaf ``j`` of
+    tree ``t`` is ``trees * internal + t * leaves + j``. ``packed[node]`` holds, in one int64, the
+    float32 threshold bits (low word), the feature index (8 bits) and the left child id (right =
+    left + 1), so each level costs one table gather, one gather from the input and a compare.
+    """
 
     depth: int
     n_trees: int
     n_features: int
     base_score: np.float32
     feat: np.ndarray  # (trees * internal,) int32 feature index per internal slot
-    thr: np.ndarray  # (trees * internal,) float32 threshold (+inf on padding)
+    thr: np.ndarray  # (trees * internal,) float32 threshold (+inf on padding: always left)
     leaf: np.ndarray  # (trees * leaves,) float32 leaf value
-    node_base: np.ndarray  # (trees,) int32 offset of each tree's internal slots
-    leaf_base: np.ndarray  # (trees,) int32 offset of each tree's leaves, minus ``internal``
+    packed: np.ndarray  # (trees * internal,) int64: left child << 40 | feature << 32 | threshold bits
+    roots: np.ndarray  # (trees,) int64 node id of each root
 
     def predict(self, matrix: np.ndarray) -> np.ndarray:
         """Raw margin per row (float32, bit-equal to XGBoost) of a float32 ``(n, n_features)`` matrix."""
         x = np.ascontiguousarray(matrix, dtype=np.float32)
         n = x.shape[0]
+        if not self.n_trees:
+            return np.full(n, self.base_score, dtype=np.float32)
+        if n > CHUNK_ROWS:  # bound the rows × trees temporaries (memory), not a speed matter
+            return np.concatenate([self._walk(x[i:i + CHUNK_ROWS]) for i in range(0, n, CHUNK_ROWS)])
+        return self._walk(x)
+
+    def _walk(self, x: np.ndarray) -> np.ndarray:
+        n = x.shape[0]
         flat = x.ravel()
-        rows = (np.arange(n, dtype=np.int32) * np.int32(self.n_features))[:, None]
-        slot = np.zeros((n, self.n_trees), dtype=np.int32)
+        rows = (np.arange(n, dtype=np.int64) * self.n_features)[:, None]
+        node = np.broadcast_to(self.roots, (n, self.n_trees))
         for _ in range(self.depth):
-            node = slot + self.node_base
-            value = flat.take(self.feat.take(node) + rows)
-            slot = slot * 2 + 1 + (value >= self.thr.take(node))
-        leaves = self.leaf.take(slot + self.leaf_base)
+            word = self.packed.take(node)
+            high = word >> 32
+            value = flat.take((high & 0xFF) + rows)
+            node = (high >> 8) + (value >= word.view(np.float32)[..., 0::2])
+        leaves = self.leaf.take(node - self.packed.size)
         leaves[:, 0] += self.base_score  # XGBoost's order: base, then each tree, in float32
-        return leaves.cumsum(axis=1)[:, -1] if self.n_trees else np.full(n, self.base_score, np.float32)
+        return leaves.cumsum(axis=1)[:, -1]
+
+
+def _pack(feat: np.ndarray, thr: np.ndarray, n_trees: int, depth: int) -> np.ndarray:
+    internal, leaves = (1 << depth) - 1, 1 << depth
+    slot = np.arange(n_trees * internal, dtype=np.int64)
+    tree, local = slot // internal, slot % internal
+    child = 2 * local + 1
+    left = np.where(child < internal, tree * internal + child,
+                    n_trees * internal + tree * leaves + (child - internal))
+    return (left << 40) | (feat.astype(np.int64) << 32) | thr.view(np.uint32).astype(np.int64)
 
 
 def compile_forest(booster: xgb.Booster) -> Forest:
@@ -143,5 +170,9 @@ def _compile(booster: xgb.Booster) -> Forest:
                    leaf[t * leaves:(t + 1) * leaves])
     if n and int(feat.max(initial=0)) >= n_features:
         raise BundleError("split on a feature index beyond the model's features")
-    return Forest(depth, n, n_features, _base_score(learner), feat, thr, leaf,
-                  (np.arange(n, dtype=np.int32) * internal), (np.arange(n, dtype=np.int32) * leaves - internal))
+    if sys.byteorder != "little":
+        raise Unsupported("the packed layout assumes a little-endian machine")
+    if n_features > 0xFF:
+        raise Unsupported(f"{n_features} features (the packed layout holds 256)")
+    return Forest(depth, n, n_features, _base_score(learner), feat, thr, leaf, _pack(feat, thr, n, depth),
+                  np.arange(n, dtype=np.int64) * (internal if depth else 1))

@@ -32,4 +32,9 @@ async def http_exception_handler(request: Request, exc: Exception) -> Response:
     return json_response({"detail": exc.detail}, exc.status_code, dict(exc.headers or {}))
 
 
-HANDLERS = {LatencyError: latency_error_handler, HTTPException: http_exception_handler}
+async def internal_error_handler(request: Request, exc: Exception) -> Response:
+    """Last resort of the framework for a bug: still the contract's JSON shape (the traceback is logged)."""
+    return json_response({"detail": "Internal server error"}, 500)
+
+
+HANDLERS = {LatencyError: latency_error_handler, HTTPException: http_exception_handler, 500: internal_error_handler}

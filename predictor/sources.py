@@ -10,6 +10,7 @@ down: only staleness grows); ``BundleError`` means "asked, and the bundle is bad
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import tempfile
@@ -23,6 +24,8 @@ import orjson
 from predictor.holder import version_tag
 from shared.bundle import ALLOWED_SUFFIXES, Bundle, current_version, read_bundle, sha256, verify_bundle, version_dir
 from shared.errors import BundleError, LatencyError
+
+log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({502, 503, 504})
 RETRY_BACKOFF_S = 0.2
@@ -119,8 +122,11 @@ class HttpPullSource:
         if response.status_code != 200:
             raise SourceUnavailable(f"GET /bundle/manifest: HTTP {response.status_code}")
         version = _manifest_version(response.content)
-        tag = response.headers.get("etag") or (version_tag(version) if version is not None else
-                                                 f'"sha256:{sha256(response.content)}"')
+        if version is not None:
+            tag = version_tag(version)  # the pull API's ETag form; independent of weak/strong quoting
+        else:
+            tag = response.headers.get("etag") or f'"sha256:{sha256(response.content)}"'
+
         return Offer(tag, version, response.content)
 
     async def fetch(self, offer: Offer) -> Bundle:
@@ -145,9 +151,14 @@ class HttpPullSource:
         return bundle
 
     def _keep_on_disk(self, tmp: Path, version: int) -> None:
+        """Best effort: keep the verified copy as ``vNNNNNN`` for operators (serving never reads it)."""
         target = version_dir(self._local, version)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)
+        try:
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(tmp, target)
+        except OSError as exc:
+            log.warning("could not keep bundle v%d in %s: %s", version, self._local, exc)
+            return
         kept = sorted(p for p in self._local.glob("v[0-9]*") if p.is_dir())
         for old in kept[:-self._keep]:
             shutil.rmtree(old, ignore_errors=True)

@@ -32,7 +32,7 @@ def fit_params(settings: TrainerSettings) -> FitParams:
     return FitParams(objective=settings.objective_type, alpha=settings.quantile_alpha,
                      rounds=settings.xgb_n_estimators, max_depth=settings.xgb_max_depth,
                      learning_rate=settings.xgb_learning_rate, max_bin=settings.xgb_max_bin,
-                     nthread=settings.train_threads, monotone=settings.xgb_monotone,
+                     nthread=max(1, settings.train_threads // 2), monotone=settings.xgb_monotone,
                      tpot_zero_token_count=settings.tpot_zero_token_count,
                      prefix_weighting=settings.sample_weighting_for_prefix_cache)
 

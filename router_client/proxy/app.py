@@ -11,13 +11,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from router_client.config import RouterConfig
-from router_client.proxy.forwarding import Forwarder, ForwardSettings, make_client
+from router_client.proxy.forwarding import Forwarder, ForwardSettings, make_pool
 from router_client.proxy.http_errors import EXCEPTION_HANDLERS, json_response
 from router_client.proxy.metrics import ProxyMetrics
 from router_client.proxy.models import ModelCatalog
@@ -76,9 +77,10 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         router = Router(config)
-        client = make_client(settings)
+        upstream = make_pool(settings)
+        client = httpx.AsyncClient(timeout=httpx.Timeout(2.0))
         pods = [pod for pool in config.pools for pod in pool.pods]
-        state = ProxyState(router, Forwarder(router, client, proxy_metrics),
+        state = ProxyState(router, Forwarder(router, upstream, proxy_metrics),
                            ModelCatalog(client, pods, settings.served_model_name), proxy_metrics)
         app.state.proxy = state
         await router.start()
@@ -88,6 +90,7 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
         finally:
             state.ready = False
             await router.aclose()
+            await upstream.aclose()
             await client.aclose()
 
     routes = [

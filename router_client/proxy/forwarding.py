@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 from starlette.responses import Response
 
@@ -22,10 +21,11 @@ from router_client.proxy.errors import NoEndpoint, ProxyError, Shed, UpstreamUna
 from router_client.proxy.metrics import Outcome, ProxyMetrics
 from router_client.proxy.parsing import parse_request, upstream_body
 from router_client.proxy.relay import RelayResponse, StreamRelay
+from router_client.proxy.upstream import ConnectFailed, UpstreamError, UpstreamPool, UpstreamResponse
 from router_client.router import Decision, Router
 
-_FORWARDED_HEADERS = ("authorization", "x-request-id", "traceparent", "tracestate")
-_PASSED_BACK_HEADERS = ("content-type", "cache-control")
+_FORWARDED_HEADERS = ("authorization", "traceparent", "tracestate")
+_PASSED_BACK_HEADERS = (b"content-type", b"cache-control")
 
 
 @dataclass(frozen=True)
@@ -34,29 +34,24 @@ class ForwardSettings:
 
     connect_timeout_s: float = 5.0
     """Connecting to a pod; beyond this the request fails with 502."""
-    write_timeout_s: float = 30.0
-    max_connections: int = 1024
-    max_keepalive: int = 256
+    max_idle_per_pod: int = 256
+    """Idle keep-alive connections kept per pod."""
     served_model_name: str | None = None
     """Answer ``/v1/models`` with this name instead of asking the pods."""
 
 
-def make_client(settings: ForwardSettings) -> httpx.AsyncClient:
-    """The shared keep-alive client to the pods: no read timeout (long streams), bounded connect."""
-    timeout = httpx.Timeout(connect=settings.connect_timeout_s, read=None, write=settings.write_timeout_s,
-                            pool=None)
-    limits = httpx.Limits(max_connections=settings.max_connections,
-                          max_keepalive_connections=settings.max_keepalive)
-    return httpx.AsyncClient(timeout=timeout, limits=limits, headers={"accept-encoding": "identity"})
+def make_pool(settings: ForwardSettings) -> UpstreamPool:
+    """The shared keep-alive connections to the pods: no read timeout (long streams), bounded connect."""
+    return UpstreamPool(settings.connect_timeout_s, settings.max_idle_per_pod)
 
 
 class Forwarder:
     """Turns one OpenAI request into a routed, relayed and reported upstream call."""
 
-    def __init__(self, router: Router, client: httpx.AsyncClient, metrics: ProxyMetrics,
+    def __init__(self, router: Router, pool: UpstreamPool, metrics: ProxyMetrics,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._router = router
-        self._client = client
+        self._pool = pool
         self._metrics = metrics
         self._clock = clock
 
@@ -84,17 +79,19 @@ class Forwarder:
             raise NoEndpoint(f"no pod available in pool {decision.pool}: {decision.reason}", retry_after_s=1)
         self._metrics.observe_predictions(labels, decision.predicted_ttft_ms, decision.predicted_tpot_ms)
         call = _Call(self._router, self._metrics, decision, labels)
-        request = self._client.build_request(
-            "POST", decision.pod_url + route, content=upstream_body(parsed, body),
-            headers=_forward_headers(headers, parsed.info.request_id))
         started = self._clock()
         self._metrics.overhead.observe(started - received)
         try:
-            upstream = await self._client.send(request, stream=True)
-        except httpx.TransportError as exc:
-            call.report(Outcome(None, (self._clock() - started) * 1000.0, 0, None, "connect"))
-            raise UpstreamUnavailable(f"pod {decision.pod_url} unreachable: {type(exc).__name__}",
+            upstream = await self._pool.post(decision.pod_url, route, upstream_body(parsed, body),
+                                             _forward_headers(headers, parsed.info.request_id))
+        except UpstreamError as exc:
+            kind = "connect" if isinstance(exc, ConnectFailed) else "no_response"
+            call.report(Outcome(None, (self._clock() - started) * 1000.0, 0, None, kind))
+            raise UpstreamUnavailable(f"pod {decision.pod_url} did not answer: {exc}",
                                       pod=decision.pod_url, pool=decision.pool) from None
+        except BaseException:
+            call.report(Outcome(None, (self._clock() - started) * 1000.0, 0, None, "client_disconnect"))
+            raise
         out_headers = _response_headers(upstream, decision, parsed.info.request_id)
         if upstream.status_code >= 400 or not parsed.stream:
             return await self._whole(upstream, call, started, out_headers)
@@ -102,14 +99,14 @@ class Forwarder:
                             on_first_token=call.first_token, report=call.report, clock=self._clock)
         return _Streamed(RelayResponse(relay, upstream.status_code, out_headers), upstream.status_code)
 
-    async def _whole(self, upstream: httpx.Response, call: _Call, started: float,
+    async def _whole(self, upstream: UpstreamResponse, call: _Call, started: float,
                      headers: list[tuple[bytes, bytes]]) -> Response:
         """Non-streaming responses and upstream error statuses: read all, pass through, report."""
         try:
-            content = await upstream.aread()
-        except httpx.TransportError as exc:
+            content = await upstream.read()
+        except UpstreamError as exc:
             call.report(Outcome(None, (self._clock() - started) * 1000.0, 0, None, "midstream"))
-            raise UpstreamUnavailable(f"pod {call.pod} failed while answering: {type(exc).__name__}",
+            raise UpstreamUnavailable(f"pod {call.pod} failed while answering: {exc}",
                                       pod=call.pod, pool=call.decision.pool) from None
         finally:
             await upstream.aclose()
@@ -155,14 +152,14 @@ def _forward_headers(headers: Mapping[str, str], request_id: str) -> dict[str, s
     out = {"content-type": "application/json", "x-request-id": request_id}
     for name in _FORWARDED_HEADERS:
         value = headers.get(name)
-        if value is not None and name != "x-request-id":
+        if value is not None:
             out[name] = value
     return out
 
 
-def _response_headers(upstream: httpx.Response, decision: Decision, request_id: str) -> list[tuple[bytes, bytes]]:
-    out = [(name.encode(), upstream.headers[name].encode()) for name in _PASSED_BACK_HEADERS
-           if name in upstream.headers]
+def _response_headers(upstream: UpstreamResponse, decision: Decision,
+                      request_id: str) -> list[tuple[bytes, bytes]]:
+    out = [(name, value) for name, value in upstream.headers if name in _PASSED_BACK_HEADERS]
     out.append((b"x-routed-pod", (decision.pod_url or "").encode()))
     out.append((b"x-routed-pool", decision.pool.encode()))
     out.append((b"x-request-id", request_id.encode()))

@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
-import httpx
 from starlette.types import Receive, Scope, Send
 
 from router_client.proxy.metrics import Outcome
 from router_client.proxy.sse import SSEScanner, error_event, inspect
+from router_client.proxy.upstream import UpstreamError, UpstreamResponse
 
 Report = Callable[[Outcome], None]
 
@@ -27,7 +27,7 @@ Report = Callable[[Outcome], None]
 class StreamRelay:
     """One streamed response: iterate ``events()``, then ``finish()`` (idempotent)."""
 
-    def __init__(self, upstream: httpx.Response, *, started: float, strip_usage: bool,
+    def __init__(self, upstream: UpstreamResponse, *, started: float, strip_usage: bool,
                  on_first_token: Callable[[], None], report: Report,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._upstream = upstream
@@ -46,22 +46,30 @@ class StreamRelay:
 
     async def events(self) -> AsyncIterator[bytes]:
         try:
-            async for data in self._upstream.aiter_bytes():
+            async for data in self._upstream.chunks():
                 out = self._account(data)
                 if out:
                     yield out
-        except httpx.TransportError as exc:
+        except UpstreamError as exc:
             self._error_code = "midstream"
-            yield error_event(f"upstream pod failed mid-stream: {type(exc).__name__}", "upstream_error")
+            yield error_event(f"upstream pod failed mid-stream: {exc}", "upstream_error")
             return
         if not self._done and self._error_code is None:
             self._error_code = "midstream"
             yield error_event("upstream pod closed the stream before [DONE]", "upstream_error")
 
     def _account(self, data: bytes) -> bytes:
+        """Split into events and account; after the first token, plain chunks are counted unparsed."""
         events = self._scanner.feed(data)
         keep: list[bytes] = []
         for event in events:
+            if self._first is not None and b'"usage"' not in event and b'"error"' not in event:
+                if event.startswith(b"data: [DONE]"):
+                    self._done = True
+                elif event.startswith(b"data:"):
+                    self._tokens += 1
+                keep.append(event)
+                continue
             chunk = inspect(event)
             if chunk.content:
                 self._tokens += 1

@@ -34,7 +34,7 @@ class RetrainSettings:
     holdout_ratio: float = 0.1
     max_holdout: int = 2000
     rounds: int = 60
-    nthread: int = 2
+    nthread: int = 1
     alpha: float = 0.9
 
 

@@ -127,8 +127,8 @@ class Engine:
         i = 0
         while i < len(running) and budget > 0:
             seq = running[i]
-            n = min(seq.length - seq.num_computed, budget)
-            need = (seq.num_computed + n + bs - 1) // bs - seq.num_blocks
+            n = min(seq.prompt_len + seq.num_output - seq.num_computed, budget)
+            need = (seq.num_computed + n + bs - 1) // bs - len(seq.hashed) - seq.n_plain
             if need > 0:
                 if self.pool.num_free < need:
                     preempted = True
@@ -220,7 +220,7 @@ class Engine:
             seq.num_computed += n
             if seq.registered < len(seq.block_hashes):
                 self._register_blocks(seq)
-            if seq.num_computed == seq.length:
+            if seq.num_computed == seq.prompt_len + seq.num_output:
                 seq.num_output += 1
                 res.emitted.append(seq)
                 if seq.first_token_time is None:

@@ -18,4 +18,8 @@ class PodConfig:
     max_queue: int = 10_000
     """Requests waiting in the engine beyond this are refused with 503."""
     pool: str = ""
-    """Free-form pool label (shown in /v1/models and /health)."""
+    """Free-form pool label (shown in /health)."""
+    max_lag_s: float = 0.025
+    """Real seconds the engine may run behind the wall clock (GIL / CPU jitter) before its simulated
+    clock is pushed forward; larger keeps simulated latencies exact under CPU contention, smaller keeps
+    client-observed latencies closer to the simulated ones."""

@@ -111,11 +111,7 @@ class PodRuntime:
                     self._cond.wait(0.5)
                 if self._stop.is_set():
                     return
-                now = self.virtual_now()
-                for seq in self._inbox:
-                    self.engine.add(seq, now)
-                self._inbox.clear()
-                self.engine.clock = max(self.engine.clock, now)
+                self._admit_inbox()
                 res = self.engine.step()
             if res is None:
                 self._stop.wait(0.001)
@@ -124,6 +120,16 @@ class PodRuntime:
                 if delay > 0 and self._stop.wait(delay):
                     return
                 self._publish(res)
+
+    def _admit_inbox(self) -> None:
+        """Sync the engine clock with the wall clock (tolerating ``max_lag_s`` of lag) and admit."""
+        now = self.virtual_now()
+        engine = self.engine
+        if engine.has_work():
+            engine.clock = max(engine.clock, now - self.cfg.max_lag_s / self.cfg.time_scale)
+        for seq in self._inbox:
+            engine.add(seq, min(now, engine.clock) if engine.has_work() else now)
+        self._inbox.clear()
 
     def _publish(self, res: StepResult) -> None:
         batches: dict[asyncio.AbstractEventLoop, list[tuple[TokenSink, TokenEvent]]] = {}

@@ -57,9 +57,10 @@ def test_values_exactly_at_thresholds_go_right() -> None:
 
 def test_constant_target_single_leaf_trees() -> None:
     x = np.random.default_rng(0).random((50, 3)).astype(np.float32)
-    booster = xgb.train({"max_depth": 3, "nthread": 1}, xgb.DMatrix(x, label=np.full(50, 7.0)), 3)
+    booster = xgb.train({"max_depth": 3, "nthread": 1, "base_score": 0.0}, xgb.DMatrix(x, label=np.full(50, 7.0)),
+                        3)
     forest = compile_forest(booster)
-    assert forest.depth == 0
+    assert forest.depth == 0 and len(set(forest.leaf.tolist())) == 3
     np.testing.assert_array_equal(forest.predict(x), _xgb(booster, x))
 
 
@@ -79,3 +80,10 @@ def test_unsupported_models_refuse_to_compile() -> None:
     for booster in (logistic, multi_q, dart, cats, deep):
         with pytest.raises(Unsupported):
             compile_forest(booster)
+
+
+def test_large_batches_are_walked_in_chunks_with_the_same_result() -> None:
+    spec = FeatureSpec()
+    booster = train_booster(spec, "tpot", 10, 4, seed=9)
+    matrix = spec.matrix("tpot", columns(random_rows(2500, 4)))
+    np.testing.assert_array_equal(compile_forest(booster).predict(matrix), _xgb(booster, matrix))

@@ -52,3 +52,15 @@ def test_flags() -> None:
     assert (args.port, args.training_url, args.bundle_dir, args.host) == (9001, "http://t:8000", None, None)
     with pytest.raises(SystemExit):
         parse_args(["--training-url", "http://t", "--bundle-dir", "/x"])
+
+
+def test_app_factory_reads_env(bundle_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from starlette.testclient import TestClient
+
+    from predictor.app import app_from_env
+    build_bundle(bundle_root, 4)
+    monkeypatch.setenv("LATENCY_BUNDLE_DIR", str(bundle_root))
+    monkeypatch.setenv("MODEL_SYNC_INTERVAL_SEC", "7")
+    with TestClient(app_from_env()) as c:
+        assert c.get("/readyz").status_code == 200
+        assert c.get("/").json()["sync_interval"] == 7

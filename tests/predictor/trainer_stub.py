@@ -19,6 +19,11 @@ from shared.bundle import MANIFEST, current_version, version_dir
 FILE_PATH = re.compile(r"^/bundle/v/(\d+)/([A-Za-z0-9_.-]+)$")
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: object, client_address: object) -> None:
+        return None  # a client hanging up mid long-poll (predictor shutting down) is normal
+
+
 class TrainerStub:
     def __init__(self, root: Path, port: int) -> None:
         self.root = root
@@ -88,7 +93,7 @@ class TrainerStub:
                     self.wfile.write(body)
 
         self._stopping.clear()
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server = _QuietServer(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

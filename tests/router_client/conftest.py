@@ -17,7 +17,6 @@ import pytest
 import uvicorn
 from fastapi import FastAPI, Request, Response
 
-
 REPO = Path(__file__).resolve().parents[2]
 SHARED_DATA = REPO / ".." / "shared" / "data"
 

@@ -42,22 +42,40 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30.0)
     raise AssertionError(f"{url} not healthy within {timeout_s} s")
 
 
-@contextlib.contextmanager
-def process(args: list[str], health: str, tmp: Path, name: str) -> Iterator[None]:
-    log = open(tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed in finally
-    env = {**os.environ, **ENV}
-    proc = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        _wait_http(health, proc)
-        yield
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
+class Processes:
+    """Subprocesses started as deployed; stopped together (SIGTERM to all, then wait, then SIGKILL)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.logs: list[Any] = []
+
+        self.health: list[str] = []
+
+    def start(self, args: list[str], health: str, name: str) -> None:
+        log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.logs.append(log)
+        proc = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, env={**os.environ, **ENV}, stdout=log,
+                                stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        self.health.append(health)
+
+    def wait_healthy(self) -> None:
+        for proc, url in zip(self.procs, self.health, strict=True):
+            _wait_http(url, proc)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        deadline = time.monotonic() + 5
+        for proc in self.procs:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        for log in self.logs:
+            log.close()
 
 
 def _port() -> int:
@@ -76,18 +94,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
               "long": EngineConfig.from_preset("llama3-8b-a100", max_model_len=32768)}
     configs = [PodConfig(engine=engine["short"], time_scale=0.05, pool="short") for _ in range(2)]
     configs.append(PodConfig(engine=engine["long"], time_scale=0.05, pool="long"))
+    procs = Processes(tmp)
     with contextlib.ExitStack() as es:
-        pods = es.enter_context(run_pods(configs))
+        es.callback(procs.stop)
+        pods = es.enter_context(run_pods(configs, shutdown_timeout_s=3.0))
         pools = []
         for name, urls in (("short", pods.urls[:2]), ("long", pods.urls[2:])):
             tport, pport = _port(), _port()
             turl, purl = f"http://127.0.0.1:{tport}", f"http://127.0.0.1:{pport}"
-            es.enter_context(process(["trainer", "--host", "127.0.0.1", "--port", str(tport), "--data-dir",
-                                      str(tmp / f"trainer-{name}")], turl + "/healthz", tmp, f"trainer-{name}"))
-            es.enter_context(process(["predictor", "--host", "127.0.0.1", "--port", str(pport), "--training-url",
-                                      turl], purl + "/healthz", tmp, f"predictor-{name}"))
+            procs.start(["trainer", "--host", "127.0.0.1", "--port", str(tport), "--data-dir",
+                         str(tmp / f"trainer-{name}")], turl + "/healthz", f"trainer-{name}")
+            procs.start(["predictor", "--host", "127.0.0.1", "--port", str(pport), "--training-url", turl],
+                        purl + "/healthz", f"predictor-{name}")
             pools.append({"name": name, "pods": urls, "max_context": engine[name].max_model_len,
                           "trainer_url": turl, "predictor_urls": [purl]})
+        procs.wait_healthy()
         yield {"pools": pools, "tmp": tmp}
 
 

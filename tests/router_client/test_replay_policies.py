@@ -15,7 +15,7 @@ from sim.cluster.simulation import ClusterSimulation, ReplayItem
 from sim.engine.config import EngineConfig
 from sim.engine.errors import ConfigError
 
-FAST = {"retrain_interval_s": "5", "min_samples": "50", "rounds": "20"}
+FAST = {"retrain_interval_s": "15", "min_samples": "50", "rounds": "15"}
 
 
 def registry() -> PolicyRegistry:

@@ -191,3 +191,30 @@ def test_samples_reach_trainer_and_live_error_is_exported(kit: Any, fake_predict
     # actual TTFT 40, 44, ..., 76 against a predicted 60 (nothing in flight) and an SLO of 55 ms
     assert 'router_prediction_coverage{model="ttft",pool="short"} 0.6' in text
     assert 'router_slo_violations_total{pool="short",slo="ttft"} 6.0' in text
+
+
+def test_coalescing_respects_the_row_cap(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    fp, purl = fake_predictor
+    with pods(kit, 4) as (_, urls):
+        cfg = config(urls, [purl], coalesce_window_ms=20, max_coalesced_rows=8)
+        ds = run(cfg, lambda r: _decide_all(r, [info(i) for i in range(16)]))
+    assert not any(d.fallback for d in ds)
+    assert max(fp.calls) <= 8 and sum(fp.calls) == 64
+
+
+def test_failed_scrapes_are_counted_and_decisions_continue(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    _, purl = fake_predictor
+    with pods(kit, 2) as (fakes, urls):
+        fakes[0].status = 500
+
+        async def body(router: Router) -> tuple[Decision, bytes]:
+            await asyncio.sleep(0.3)
+            return await router.decide(info()), generate_latest(router.metrics_registry)
+
+        d, text = run(config(urls, [purl]), body)
+    assert d.pod_url in urls and not d.fallback
+    metrics = text.decode()
+    assert f'router_scrape_errors_total{{pod="{urls[0]}",reason="status"}}' in metrics
+    stale = [line for line in metrics.splitlines() if line.startswith("router_endpoint_staleness_seconds")]
+    ages = {line.split('pod="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1]) for line in stale}
+    assert ages[urls[0]] > 1e6 and ages[urls[1]] < 1.0  # never scraped vs fresh

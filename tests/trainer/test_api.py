@@ -348,3 +348,6 @@ def test_retrain_failure_is_counted_and_visible(client: TestClient, rows_of: Cal
     assert ready["status"] == "ready" and ready["retrain"]["failures"] == 1
     assert "Error" in ready["retrain"]["last_error"]
     assert "trainer_retrain_failures_total 1.0" in client.get("/metrics").text
+    root.unlink()
+    assert retrain(client) == 2  # retried without new rows once the disk is back
+    assert client.get("/readyz").json()["retrain"]["consecutive_failures"] == 0

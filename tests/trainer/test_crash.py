@@ -78,3 +78,47 @@ def test_kill_9_loses_no_acknowledged_row(tmp_path: Path, rows_of: Callable[...,
     finally:
         proc.terminate()
         proc.wait(15)
+
+
+def test_kill_9_during_ingest_keeps_every_acknowledged_row(tmp_path: Path, rows_of: Callable[..., list]) -> None:
+    """SIGKILL while a client keeps posting: every 202 is on disk; at most the in-flight call is extra."""
+    import threading
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start(tmp_path, port, "3600")
+    acked = 0
+    stop = threading.Event()
+    body = {"entries": rows_of(200)}
+
+    def post_forever() -> None:
+        nonlocal acked
+        with httpx.Client(base_url=url, timeout=10) as c:
+            while not stop.is_set():
+                try:
+                    if c.post("/add_training_data_bulk", json=body).status_code == 202:
+                        acked += 200
+                except httpx.TransportError:
+                    return
+
+    try:
+        wait_ready(url, proc)
+        thread = threading.Thread(target=post_forever)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while acked < 2000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        stop.set()
+    thread.join(15)
+    assert acked >= 2000
+    proc = start(tmp_path, port, "3600")
+    try:
+        wait_ready(url, proc)
+        durable = httpx.get(f"{url}/data/status", timeout=10).json()["durable"]["rows"]
+        assert acked <= durable <= acked + 200
+    finally:
+        proc.terminate()
+        proc.wait(15)
