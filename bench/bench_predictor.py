@@ -39,6 +39,7 @@ from shared.timefmt import rfc3339
 
 REPO = Path(__file__).resolve().parents[1]
 TREES, DEPTH = 200, 6
+JSON_HEADERS = {"Content-Type": "application/json"}
 UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
@@ -132,7 +133,7 @@ def load_suite(url: str, duration: float, workdir: Path) -> dict[str, dict[str, 
     strict = orjson.dumps({"requests": rows(100, 1)})
     single = orjson.dumps(rows(1, 2)[0])
     for _ in range(200):  # warm up
-        httpx.post(f"{url}/predict/bulk/strict", content=strict)
+        assert httpx.post(f"{url}/predict/bulk/strict", content=strict, headers=JSON_HEADERS).status_code == 200
     return {"strict100_c1": wrk(f"{url}/predict/bulk/strict", strict, 1, duration, workdir),
             "strict100_c4": wrk(f"{url}/predict/bulk/strict", strict, 4, duration, workdir),
             "single_c1": wrk(f"{url}/predict", single, 1, duration, workdir),
@@ -210,7 +211,8 @@ def main() -> None:
     root = work / "bundles"
     files = train_files()
     publish(root, 1, files)
-    print(f"# bench_predictor — {TREES} trees depth {DEPTH}, machine: {os.cpu_count()} cores\n")
+    print(f"# bench_predictor — {TREES} trees depth {DEPTH}, machine: {os.cpu_count()} cores, "
+          f"load average at start {os.getloadavg()[0]:.2f} (other processes share the machine)\n")
     print("## in-process hot path (µs per call)\n")
     print(", ".join(f"{k}: {v:.0f}" for k, v in micro(root).items()), "\n")
     variants = {
@@ -228,7 +230,7 @@ def main() -> None:
             r = load_suite(f"http://127.0.0.1:{port}", args.duration, work)
             rss, _ = rss_mb(proc.pid)
             big = httpx.post(f"http://127.0.0.1:{port}/predict/bulk/strict", timeout=60,
-                             content=orjson.dumps({"requests": rows(10_000, 3)}))
+                             content=orjson.dumps({"requests": rows(10_000, 3)}), headers=JSON_HEADERS)
             assert big.status_code == 200, big.status_code
             _, peak = rss_mb(proc.pid)
         s1, s4, q1, q8 = r["strict100_c1"], r["strict100_c4"], r["single_c1"], r["single_c8"]
@@ -240,6 +242,7 @@ def main() -> None:
     print("\n## new bundle → served (s)\n")
     for mode, values in fresh.items():
         print(f"- {mode}: median {statistics.median(values):.3f}, max {max(values):.3f}, n={len(values)}")
+    print(f"\nload average at end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

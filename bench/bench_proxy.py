@@ -6,8 +6,9 @@ Setup (all child processes on 127.0.0.1): one sim process with 2 pods, a trainer
 and the proxy (``python -m router_client``) whose decisions call the predictor (strict bulk,
 default config: coalescing window 1 ms, predictor budget raised so no decision falls back).
 ``--concurrency`` client workers each loop for ``--duration`` seconds, alternating a direct
-request (round-robin over the pods) and a proxied one, so ~50 streams are in flight and both
-paths see the same pod load at the same moments. Each request is a streamed completion (token-id
+request (round-robin over the pods) and a proxied one after a random think time (so arrivals
+are not phase-locked to engine steps); ~50 streams are in flight and both paths see the same
+pod load at the same moments. Each request is a streamed completion (token-id
 prompt, fixed ``output_tokens``); TTFB = connect + send → first SSE ``data:`` line, measured by
 a minimal raw-socket HTTP/1.1 client (``Connection: close`` for both paths) so client overhead is
 small and identical on both paths. Overhead = p50(proxied) − p50(direct) (also p90), plus the
@@ -20,11 +21,13 @@ import argparse
 import asyncio
 import os
 import platform
+import random
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -33,10 +36,12 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from demo.prom import histogram_mean, metric_value  # noqa: E402
+from demo.prom import metric_value  # noqa: E402
 from demo.stack import PoolSpec, Stack, StackSpec  # noqa: E402
 
 RESULTS = REPO / "bench" / "RESULTS-proxy.md"
+THINK_S = 0.05
+"""Random think time before each request, so arrivals are not phase-locked to the pods' engine steps."""
 
 
 async def ttfb(host: str, port: int, body: bytes) -> float | None:
@@ -68,7 +73,9 @@ async def worker(i: int, pods: list[tuple[str, int]], proxy: tuple[str, int], bo
                  direct: list[float], proxied: list[float], failures: list[int]) -> None:
     via_proxy = i % 2 == 1
     n = 0
+    rng = random.Random(i)
     while time.monotonic() < stop:
+        await asyncio.sleep(rng.uniform(0.0, THINK_S))
         target = proxy if via_proxy else pods[(i + n) % len(pods)]
         got = await ttfb(*target, body)
         if got is None:
@@ -93,31 +100,52 @@ def _pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 2 else float("nan")
 
 
-async def measure(stack: Stack, concurrency: int, duration: float, output_tokens: int) -> dict[str, float]:
+async def _window(concurrency: int, duration: float, pods: list[tuple[str, int]], proxy: tuple[str, int],
+                  body: bytes) -> tuple[list[float], list[float], int]:
+    direct: list[float] = []
+    proxied: list[float] = []
+    failures: list[int] = []
+    stop = time.monotonic() + duration
+    await asyncio.gather(*(worker(i, pods, proxy, body, stop, direct, proxied, failures)
+                           for i in range(concurrency)))
+    return direct, proxied, len(failures)
+
+
+async def measure(stack: Stack, concurrency: int, duration: float, output_tokens: int,
+                  repeat: int) -> dict[str, Any]:
     pods = [(u.split("//")[1].split(":")[0], int(u.rsplit(":", 1)[1])) for u in stack.pod_urls["short"]]
     proxy = (stack.router_url.split("//")[1].split(":")[0], int(stack.router_url.rsplit(":", 1)[1]))
     body = orjson.dumps({"model": "m", "prompt": [7] * 64, "stream": True, "output_tokens": output_tokens,
                          "max_tokens": output_tokens})
-    warm_stop = time.monotonic() + 3.0
-    await asyncio.gather(*(worker(i, pods, proxy, body, warm_stop, [], [], []) for i in range(concurrency)))
+    await _window(concurrency, 3.0, pods, proxy, body)
     async with httpx.AsyncClient() as client:
         before = (await client.get(stack.router_url + "/metrics")).text
-    direct: list[float] = []
-    proxied: list[float] = []
-    failures: list[int] = []
     router_pid = stack.procs.children["router"].pid
     cpu0, wall0 = cpu_seconds(router_pid), time.monotonic()
-    stop = time.monotonic() + duration
-    await asyncio.gather(*(worker(i, pods, proxy, body, stop, direct, proxied, failures)
-                           for i in range(concurrency)))
+    direct: list[float] = []
+    proxied: list[float] = []
+    failures = 0
+    per_window = []
+    for _ in range(repeat):
+        d, p, f = await _window(concurrency, duration / repeat, pods, proxy, body)
+        per_window.append((statistics.median(p) - statistics.median(d)) * 1000.0)
+        direct += d
+        proxied += p
+        failures += f
     router_cpu = (cpu_seconds(router_pid) - cpu0) / (time.monotonic() - wall0)
     async with httpx.AsyncClient() as client:
         after = (await client.get(stack.router_url + "/metrics")).text
+    return _result(direct, proxied, failures, per_window, before, after, router_cpu)
+
+
+def _result(direct: list[float], proxied: list[float], failures: int, per_window: list[float], before: str,
+            after: str, router_cpu: float) -> dict[str, Any]:
     ms = 1000.0
-    result = {
-        "direct_n": len(direct), "proxied_n": len(proxied), "failures": len(failures),
+    result: dict[str, Any] = {
+        "direct_n": len(direct), "proxied_n": len(proxied), "failures": failures,
         "direct_p50": statistics.median(direct) * ms, "proxied_p50": statistics.median(proxied) * ms,
         "direct_p90": _pct(direct, 90) * ms, "proxied_p90": _pct(proxied, 90) * ms,
+        "overhead_p50_windows": [round(w, 2) for w in per_window],
     }
     result["overhead_p50"] = result["proxied_p50"] - result["direct_p50"]
     result["overhead_p90"] = result["proxied_p90"] - result["direct_p90"]
@@ -127,22 +155,23 @@ async def measure(stack: Stack, concurrency: int, duration: float, output_tokens
         result[f"{key}_mean"] = total / count * ms if count else float("nan")
     result["fallbacks"] = (metric_value(after, "latency_router_proxy_fallbacks_total")
                            - metric_value(before, "latency_router_proxy_fallbacks_total"))
-    result["inner_mean_all"] = (histogram_mean(after, "latency_router_proxy_overhead_seconds") or 0.0) * ms
     result["router_cpu"] = router_cpu
     result["loadavg"] = _loadavg()
     return result
 
 
-def _rows(runs: dict[str, dict[str, float]]) -> str:
+def _rows(runs: dict[str, dict[str, Any]]) -> str:
     lines = []
     for name, r in runs.items():
         for label, key in (("direct to pod", "direct"), ("through proxy", "proxied")):
             lines.append(f"| {name} | {label} | {r[key + '_n']:.0f} | {r[key + '_p50']:.2f} | {r[key + '_p90']:.2f} |")
-        lines.append(f"| {name} | **overhead** | | **{r['overhead_p50']:.2f}** | {r['overhead_p90']:.2f} |")
+        windows = ", ".join(f"{w:.1f}" for w in r["overhead_p50_windows"])
+        lines.append(f"| {name} | **overhead** (per window: {windows}) | | **{r['overhead_p50']:.2f}** | "
+                     f"{r['overhead_p90']:.2f} |")
     return "\n".join(lines)
 
 
-def _inner(runs: dict[str, dict[str, float]]) -> str:
+def _inner(runs: dict[str, dict[str, Any]]) -> str:
     return "\n".join(
         f"- {name}: parse + decide (request received → upstream request sent) mean {r['inner_mean']:.2f} ms, "
         f"`router_decision_seconds` mean {r['decide_mean']:.2f} ms, fallbacks {r['fallbacks']:.0f}, failures "
@@ -150,7 +179,7 @@ def _inner(runs: dict[str, dict[str, float]]) -> str:
         f"end {r['loadavg']:.1f}." for name, r in runs.items())
 
 
-def write_results(runs: dict[str, dict[str, float]], args: argparse.Namespace, command: str) -> None:
+def write_results(runs: dict[str, dict[str, Any]], args: argparse.Namespace, command: str) -> None:
     main = runs["with predictor"]
     target = "met" if main["overhead_p50"] <= 1.0 else "NOT met"
     text = f"""## Routing proxy (router_client/proxy)
@@ -161,8 +190,9 @@ pods, the trainer and the predictor all share those 2 cores (and the machine was
 
 Method: one sim process with 2 pods (`--time-scale {args.time_scale}`), a trainer + predictor, and
 `python -m router_client` on loopback; {args.concurrency} client workers loop for {args.duration:.0f} s, each
-alternating a direct request (round-robin over the pods) and a proxied one, so ~{args.concurrency} streams are
-in flight and both paths see the same pod load at the same moments. Request: streamed completion, 64
+alternating a direct request (round-robin over the pods) and a proxied one after a random think time
+(0–{THINK_S * 1000:.0f} ms, so arrivals are not phase-locked to the pods' engine steps); ~{args.concurrency} streams
+are in flight and both paths see the same pod load at the same moments. Request: streamed completion, 64
 token-id prompt, {args.output_tokens} output tokens. TTFB = connect → first SSE `data:` line, measured by a
 raw-socket HTTP/1.1 client with `Connection: close` on both paths. "with predictor": every decision
 calls the predictor (strict bulk, default coalescing window); "no predictor": same stack, router
@@ -183,18 +213,20 @@ Target p50 overhead ≤ 1 ms including the predictor call: **{target}** on this 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.bench_proxy", description=__doc__.split("\n")[0])
     p.add_argument("--concurrency", type=int, default=50)
-    p.add_argument("--duration", type=float, default=40.0)
+    p.add_argument("--duration", type=float, default=60.0, help="seconds of measurement per run")
     p.add_argument("--time-scale", type=float, default=1.0)
     p.add_argument("--output-tokens", type=int, default=64)
+    p.add_argument("--repeat", type=int, default=3, help="measurement windows per run (duration split evenly)")
     p.add_argument("--no-write", action="store_true")
     args = p.parse_args(argv)
     command = ".venv/bin/python -m bench.bench_proxy " + " ".join(argv if argv is not None else sys.argv[1:])
-    runs: dict[str, dict[str, float]] = {}
+    runs: dict[str, dict[str, Any]] = {}
     for name, predictors in (("with predictor", True), ("no predictor", False)):
         spec = StackSpec(pools=(PoolSpec("short", 2, 4096, max_num_seqs=256),), time_scale=args.time_scale,
                          retrain_interval_s=10.0, predictors=predictors, router={"predictor_timeout_ms": 250.0})
         with tempfile.TemporaryDirectory() as tmp, Stack(spec, Path(tmp)) as stack:
-            runs[name] = asyncio.run(measure(stack, args.concurrency, args.duration, args.output_tokens))
+            runs[name] = asyncio.run(measure(stack, args.concurrency, args.duration, args.output_tokens,
+                                             args.repeat))
         print(name, orjson.dumps(runs[name]).decode(), flush=True)
     if not args.no_write:
         write_results(runs, args, command.strip())

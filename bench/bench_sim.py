@@ -48,9 +48,9 @@ Notes:
 POD_NOTES = """
 The engine thread may lag the wall clock by up to `PodConfig.max_lag_s` (25 ms real) without
 distorting simulated time (GIL hand-offs to the event loop take up to 5 ms); beyond that its clock
-is pushed forward, i.e. an overloaded CPU shows up as a slower GPU. Simulated TPOT therefore stays
-at ~20-30 ms for this load at every time scale. TTFT differs between rows mostly because the client
-needs real time to open 200 streams, which is more simulated time (less burst) at small scales.
+is pushed forward, i.e. an overloaded CPU shows up as a slower GPU (visible at 0.01 when other jobs
+load the 2 cores). TTFT and TPOT also differ between rows because the client needs real time to
+open 200 streams, which is more simulated time (a less bursty arrival) at small scales.
 Client-observed latency = simulated latency x time scale + up to 25 ms of lag + HTTP overhead, so
 use time scale >= 0.1 when client-side latencies matter (router training from the proxy, demo).
 """

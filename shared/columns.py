@@ -41,7 +41,7 @@ def _err(kind: str, loc: list[Any], msg: str, value: Any, ctx: dict[str, Any] | 
 def _coerce_scalar(field: RawField, value: Any, loc: list[Any]) -> tuple[float, dict[str, Any] | None]:
     """Pydantic-v2 lax coercion of one value; returns (number, error or None)."""
     is_int = field.kind is FieldKind.INT
-    if isinstance(value, bool) or value is None or not isinstance(value, (int, float, str)):
+    if value is None or not isinstance(value, (int, float, str)):
         kind, msg = ("int_type", "Input should be a valid integer") if is_int else (
             "float_type", "Input should be a valid number")
         return 0.0, _err(kind, loc, msg, value)

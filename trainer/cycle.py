@@ -79,9 +79,10 @@ class Retrainer:
                 log.debug("%s not retrained: %d samples (threshold %d), %d new", name.upper(), total,
                           self.min_samples, added - self._fitted_at_rows[name])
             return None
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.thread_time()
         booster = fit_booster(self.spec, name, train, self.params)
         fit_seconds = time.perf_counter() - started
+        fit_cpu_seconds = time.thread_time() - cpu_started
         x_hold, y_hold = design(self.spec, name, holdout, self.params)
         raw = np.asarray(booster.inplace_predict(x_hold), dtype=np.float64).reshape(-1)
         alpha, objective = self.params.alpha, self.params.objective
@@ -96,7 +97,7 @@ class Retrainer:
                  "calibration": calibrate(raw, y_hold, alpha, objective).as_dict(), "training_rows": len(train),
                  "holdout_rows": len(holdout), "metrics": scores.as_dict(), "base_score": base_score(booster),
                  "importances": importances(booster, features), "fit_seconds": round(fit_seconds, 4),
-                 "prior": False}
+                 "fit_cpu_seconds": round(fit_cpu_seconds, 4), "prior": False}
         self.metrics.fit_seconds.labels(model=name).observe(fit_seconds)
         return Challenger(name, len(train), scores, live_scores, fit_seconds, bytes(booster.save_raw("ubj")),
                           added, entry)

@@ -23,6 +23,7 @@ VERSION_DIR = re.compile(r"^v(\d{6,})$")
 class Publisher:
     def __init__(self, root: Path, key: bytes | None, keep: int) -> None:
         self.root, self.key, self.keep = root, key, keep
+        self._highest = 0
         root.mkdir(parents=True, exist_ok=True)
         for tmp in root.glob(".tmp-*"):
             shutil.rmtree(tmp, ignore_errors=True)
@@ -36,13 +37,19 @@ class Publisher:
 
     def publish(self, models: Mapping[str, tuple[bytes, Mapping[str, Any]]], meta: Mapping[str, Any]) -> Bundle:
         """Write version N+1 with ``models`` (name → (file bytes, manifest entry)), make it live, prune."""
-        version = max([0, *self.versions(), self.live_version() or 0]) + 1
+        self.root.mkdir(parents=True, exist_ok=True)
+        version = max([self._highest, *self.versions(), self.live_version() or 0]) + 1
         files = {entry["file"]: data for data, entry in models.values()}
         entries = {name: entry for name, (_, entry) in models.items()}
         manifest = build_manifest(version, rfc3339(), entries, files, meta, self.key)
         path = write_bundle(self.root, manifest, files)
+        self.observe(version)
         self.prune()
         return read_bundle(path, self.key)
+
+    def observe(self, version: int) -> None:
+        """Versions only grow, even if the bundle directory is wiped while running."""
+        self._highest = max(self._highest, version)
 
     def prune(self) -> None:
         live = self.live_version()

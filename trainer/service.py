@@ -74,6 +74,7 @@ class TrainerService:
     def bootstrap(self) -> None:
         loaded = self._load_current() or self._import_seed() or self._publish_prior()
         self.live.set(loaded)
+        self.publisher.observe(loaded.version)
         self.metrics.live_version.set(loaded.version)
 
     def _load_current(self) -> LoadedBundle | None:

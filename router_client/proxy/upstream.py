@@ -192,23 +192,24 @@ class UpstreamPool:
         self._connect_timeout_s = connect_timeout_s
         self._max_idle = max_idle_per_origin
         self._idle: dict[tuple[str, int], list[_Connection]] = {}
-        self._origins: dict[str, tuple[str, int]] = {}
+        self._origins: dict[str, tuple[tuple[str, int], str]] = {}
 
-    def origin(self, base_url: str) -> tuple[str, int]:
+    def origin(self, base_url: str) -> tuple[tuple[str, int], str]:
+        """``((host, port), path prefix)`` of a pod base URL such as ``http://10.0.0.5:8000``."""
         found = self._origins.get(base_url)
         if found is None:
             parts = urlsplit(base_url)
             if parts.scheme != "http" or not parts.hostname:
                 raise ConnectFailed(f"unsupported pod URL {base_url!r} (plain http://host:port only)")
-            found = self._origins[base_url] = (parts.hostname, parts.port or 80)
+            found = self._origins[base_url] = ((parts.hostname, parts.port or 80), parts.path.rstrip("/"))
         return found
 
     async def post(self, base_url: str, path: str, body: bytes, headers: Mapping[str, str]) -> UpstreamResponse:
         """POST and wait for the response head; the body is streamed by the returned response."""
-        origin = self.origin(base_url)
+        origin, prefix = self.origin(base_url)
         extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        request = (f"POST {path} HTTP/1.1\r\nhost: {origin[0]}:{origin[1]}\r\ncontent-length: {len(body)}\r\n"
-                   f"{extra}\r\n").encode("latin-1") + body
+        request = (f"POST {prefix}{path} HTTP/1.1\r\nhost: {origin[0]}:{origin[1]}\r\n"
+                   f"content-length: {len(body)}\r\n{extra}\r\n").encode("latin-1") + body
         conn = self._checkout(origin)
         if conn is not None:
             try:

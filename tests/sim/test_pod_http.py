@@ -120,7 +120,8 @@ async def _load(url: str, n: int) -> tuple[list[httpx.Response], str]:
         during = ""
         for _ in range(500):
             during = (await client.get(url + "/metrics")).text
-            if _metric(during, "vllm:num_requests_waiting") >= 1 and _metric(during, "vllm:num_requests_running") == 4:
+            waiting = _metric(during, "vllm:num_requests_waiting")
+            if waiting >= 1 and _metric(during, "vllm:num_requests_running") == 4:
                 break
             await asyncio.sleep(0.005)
         return list(await asyncio.gather(*tasks)), during

@@ -131,3 +131,18 @@ def test_publisher_prunes_but_keeps_live(tmp_path: Path) -> None:
     assert publisher.versions() == [3, 4, 5] and publisher.live_version() == 5
     assert publisher.path_of(5, "ttft.ubj") is not None
     assert publisher.path_of(5, "../CURRENT") is None and publisher.path_of(1, "ttft.ubj") is None
+
+
+def test_monotone_constraints_hold() -> None:
+    """Contract §8: TTFT non-decreasing in input tokens and prefill tokens in flight; TPOT in decode tokens."""
+    rows = window_rows(3000, 5)
+    params = FitParams(rounds=40, nthread=1)
+    grid = np.linspace(0, 8000, 60)
+    for name, field in (("ttft", "input_token_length"), ("ttft", "prefill_tokens_in_flight"),
+                        ("tpot", "decode_tokens_in_flight"), ("tpot", "num_request_running")):
+        booster = fit_booster(SPEC, name, rows, params)
+        base = training_columns(name, rows.take(slice(0, 1)), True)
+        cols = {k: np.repeat(v, len(grid)) for k, v in base.items()}
+        cols[field] = grid
+        out = np.asarray(booster.inplace_predict(SPEC.matrix(name, cols)))
+        assert np.all(np.diff(out) >= -1e-6), (name, field)
