@@ -193,7 +193,7 @@ def micro(root: Path) -> dict[str, float]:
     hot = HotPath(Bounds(), 10_000)
     strict, single = orjson.dumps({"requests": rows(100, 1)}), orjson.dumps(rows(1, 2)[0])
     out = {}
-    for evaluator in ("auto", "xgboost"):
+    for evaluator in ("auto", "native", "xgboost"):
         serving = build_serving(bundle, PredictorSettings(evaluator=evaluator), "bench")
         for label, fn, body in (("strict100", hot.strict, strict), ("single", hot.single, single)):
             n = 300
@@ -216,9 +216,10 @@ def main() -> None:
     print("## in-process hot path (µs per call)\n")
     print(", ".join(f"{k}: {v:.0f}" for k, v in micro(root).items()), "\n")
     variants = {
-        "ours (numpy forest, inline)": lambda p: ours(root, p),
-        "ours (xgboost inplace_predict, inline)": lambda p: ours(root, p, PREDICT_EVALUATOR="xgboost"),
-        "ours (numpy forest, threadpool)": lambda p: ours(root, p, PREDICT_INLINE_MAX_BYTES="0"),
+        "ours (default: hybrid evaluator, inline)": lambda p: ours(root, p),
+        "ours (numpy forest only, inline)": lambda p: ours(root, p, PREDICT_EVALUATOR="native"),
+        "ours (xgboost only, inline)": lambda p: ours(root, p, PREDICT_EVALUATOR="xgboost"),
+        "ours (hybrid, threadpool)": lambda p: ours(root, p, PREDICT_INLINE_MAX_BYTES="0"),
         "baseline (pydantic + DMatrix)": lambda p: baseline(root, p),
     }
     print("| variant | strict-100 p50 ms | p99 ms | req/s c1 | rows/s c4 | p50 c4 ms | single p50 ms c1 "

@@ -180,7 +180,7 @@ def _inner(runs: dict[str, dict[str, Any]]) -> str:
 
 
 def write_results(runs: dict[str, dict[str, Any]], args: argparse.Namespace, command: str) -> None:
-    main = runs["with predictor"]
+    main = runs[f"{args.concurrency} streams, with predictor"]
     target = "met" if main["overhead_p50"] <= 1.0 else "NOT met"
     text = f"""## Routing proxy (router_client/proxy)
 
@@ -189,14 +189,16 @@ Machine: 2 cores ({platform.machine()}, CPython {platform.python_version()}); th
 pods, the trainer and the predictor all share those 2 cores (and the machine was shared with other jobs).
 
 Method: one sim process with 2 pods (`--time-scale {args.time_scale}`), a trainer + predictor, and
-`python -m router_client` on loopback; {args.concurrency} client workers loop for {args.duration:.0f} s, each
-alternating a direct request (round-robin over the pods) and a proxied one after a random think time
-(0–{THINK_S * 1000:.0f} ms, so arrivals are not phase-locked to the pods' engine steps); ~{args.concurrency} streams
-are in flight and both paths see the same pod load at the same moments. Request: streamed completion, 64
-token-id prompt, {args.output_tokens} output tokens. TTFB = connect → first SSE `data:` line, measured by a
-raw-socket HTTP/1.1 client with `Connection: close` on both paths. "with predictor": every decision
-calls the predictor (strict bulk, default coalescing window); "no predictor": same stack, router
-config without predictor URLs (composite score), isolating the proxy's own cost.
+`python -m router_client` on loopback; {args.concurrency} client workers loop for {args.duration:.0f} s,
+each alternating a direct request (round-robin over the pods) and a proxied one after a random think
+time (0–{THINK_S * 1000:.0f} ms, so arrivals are not phase-locked to the pods' engine steps);
+~{args.concurrency} streams are in flight and both paths see the same pod load at the same moments.
+Request: streamed completion, 64 token-id prompt, {args.output_tokens} output tokens (8 in the
+1-stream runs, 20 s each). TTFB = connect → first SSE `data:` line, measured by a raw-socket
+HTTP/1.1 client with `Connection: close` on both paths. "with predictor": every decision calls
+the predictor (strict bulk, default 1 ms coalescing window); "no predictor": router config without
+predictor URLs (composite score), isolating the proxy's own cost; "1 stream": one worker,
+sequential, to show the overhead without CPU contention from the load itself.
 
 | run | path | requests | TTFB p50 (ms) | TTFB p90 (ms) |
 | --- | --- | ---: | ---: | ---: |
@@ -221,12 +223,20 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     command = ".venv/bin/python -m bench.bench_proxy " + " ".join(argv if argv is not None else sys.argv[1:])
     runs: dict[str, dict[str, Any]] = {}
-    for name, predictors in (("with predictor", True), ("no predictor", False)):
+    n = args.concurrency
+    plan: list[tuple[str, bool, int, float, int, dict[str, Any]]] = [
+        (f"{n} streams, with predictor", True, n, args.duration, args.output_tokens, {}),
+        (f"{n} streams, no predictor", False, n, args.duration, args.output_tokens, {}),
+        ("1 stream, with predictor", True, 1, 20.0, 8, {}),
+        ("1 stream, with predictor, coalesce_window_ms 0", True, 1, 20.0, 8, {"coalesce_window_ms": 0.0}),
+        ("1 stream, no predictor", False, 1, 20.0, 8, {}),
+    ]
+    for name, predictors, concurrency, duration, output_tokens, router in plan:
         spec = StackSpec(pools=(PoolSpec("short", 2, 4096, max_num_seqs=256),), time_scale=args.time_scale,
-                         retrain_interval_s=10.0, predictors=predictors, router={"predictor_timeout_ms": 250.0})
+                         retrain_interval_s=10.0, predictors=predictors,
+                         router={"predictor_timeout_ms": 250.0, **router})
         with tempfile.TemporaryDirectory() as tmp, Stack(spec, Path(tmp)) as stack:
-            runs[name] = asyncio.run(measure(stack, args.concurrency, args.duration, args.output_tokens,
-                                             args.repeat))
+            runs[name] = asyncio.run(measure(stack, concurrency, duration, output_tokens, args.repeat))
         print(name, orjson.dumps(runs[name]).decode(), flush=True)
     if not args.no_write:
         write_results(runs, args, command.strip())

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from router_client.replay_policies import register_policies
 from sim.cluster.config import ClusterConfig, PoolSpec
 from sim.cluster.registry import default_registry
@@ -38,6 +40,15 @@ def _row(name: str, s: dict[str, Any]) -> str:
     return (f"| {name} | {t['p50']:.0f} | {t['p90']:.0f} | {t['p99']:.0f} | "
             f"{(slo if slo is not None else 0) * 100:.1f} % | {s['shed']} | {s['preemptions_per_1k']:.1f} | "
             f"{min(shares):.3f}–{max(shares):.3f} | {err_txt} | {s['wall_s']:.0f} |")
+
+
+def _by_pool(records: list[Any]) -> dict[str, dict[str, float]]:
+    pools: dict[str, list[float]] = {}
+    for r in records:
+        if r.ttft_ms is not None and r.pool is not None:
+            pools.setdefault(r.pool, []).append(r.ttft_ms)
+    return {pool: {"p50": float(np.percentile(v, 50)), "p99": float(np.percentile(v, 99)), "n": len(v)}
+            for pool, v in sorted(pools.items())}
 
 
 HEADER = ("| policy | TTFT p50 ms | p90 | p99 | within SLO | shed | preempt/1k | per-pod share min–max "
@@ -76,14 +87,20 @@ def main() -> None:
         if only is not None and f"{cluster_name}/{policy}" not in only:
             continue
         opts = {"total_threshold": str(args.total_threshold)} if policy == "dual-pool" else {}
-        summary, _ = run_policy(cfg, items, policy, args.seed, registry, opts, None, args.slo_ttft_ms)
+        summary, result = run_policy(cfg, items, policy, args.seed, registry, opts, None, args.slo_ttft_ms)
+        summary["ttft_ms_by_pool"] = _by_pool(result.records)
         out[f"{cluster_name}/{policy}"] = summary
     print(f"conv trace, {len(items)} requests, rate ×{args.rate_scale}, TTFT SLO {args.slo_ttft_ms:.0f} ms, "
           f"{args.pods} pods ({PRESET}); split = {args.short_pods} short (4k context) + "
-          f"{args.pods - args.short_pods} long, dual-pool total threshold {args.total_threshold}; machine: 2 cores; total wall {time.perf_counter() - t0:.0f} s")
+          f"{args.pods - args.short_pods} long, dual-pool total threshold {args.total_threshold}; "
+          f"machine: 2 cores; total wall {time.perf_counter() - t0:.0f} s")
     print(HEADER)
     for key, summary in out.items():
         print(_row(key, summary))
+    print("\nTTFT by pool (p50 / p99 ms, requests):")
+    for key, summary in out.items():
+        print(f"- {key}: " + ", ".join(f"{pool} {v['p50']:.0f} / {v['p99']:.0f} ({v['n']})"
+                                       for pool, v in summary["ttft_ms_by_pool"].items()))
     print("\nper-pod share:")
     for key, summary in out.items():
         print(f"- {key}: " + ", ".join(f"{k} {v:.3f}" for k, v in summary["per_pod_share"].items()))

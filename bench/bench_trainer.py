@@ -248,15 +248,22 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="shorter runs (smoke)")
     parser.add_argument("--out", default=str(REPO / "bench" / "out" / "trainer.md"))
+    parser.add_argument("--only", choices=("ingest", "retrain", "accuracy", "rss"), action="append",
+                        help="run only these parts (repeatable; default all)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-trainer-"))
     try:
         report = [f"## Trainer benchmarks (machine: {os.cpu_count()} cores, python {sys.version.split()[0]})", ""]
-        report += bench_ingest(tmp, 3 if args.quick else 8) + [""]
-        report += bench_retrain(tmp, 50_000, "100k-row window (50k TTFT rows + 50k TPOT rows, the EPP's row mix)")
-        report += [""] + bench_retrain(tmp, 100_000, "stress: 100k rows per model (200k rows)", False) + [""]
-        report += bench_accuracy(tmp, 20_000, 2 if args.quick else 3) + [""]
-        report += bench_rss(tmp, 50_000)
+        parts = set(args.only or ("ingest", "retrain", "accuracy", "rss"))
+        if "ingest" in parts:
+            report += bench_ingest(tmp, 3 if args.quick else 8) + [""]
+        if "retrain" in parts:
+            report += bench_retrain(tmp, 50_000, "100k-row window (50k TTFT rows + 50k TPOT rows, the EPP's row mix)")
+            report += [""] + bench_retrain(tmp, 100_000, "stress: 100k rows per model (200k rows)", False) + [""]
+        if "accuracy" in parts:
+            report += bench_accuracy(tmp, 20_000, 2 if args.quick else 3) + [""]
+        if "rss" in parts:
+            report += bench_rss(tmp, 50_000)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     text = "\n".join(report) + "\n"

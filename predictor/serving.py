@@ -3,7 +3,8 @@
 ``build_serving`` runs off the event loop: XGBoost load + smoke (``shared.model``), then, when
 allowed, compiles each booster into the numpy ``Forest`` and proves it bit-equal to XGBoost on
 a probe matrix built from the model's own thresholds. If the proof fails the bundle is still
-served, through ``inplace_predict``.
+served, through ``inplace_predict``. In ``auto`` mode small calls (≤ ``native_max_rows``) use the
+forest (no fixed per-call cost) and larger ones XGBoost (lower cost per row): same numbers.
 """
 
 from __future__ import annotations
@@ -111,6 +112,18 @@ def _native_or_none(model: LoadedModel) -> RawFn | None:
     return forest.predict
 
 
+def _choose(native: RawFn | None, fallback: RawFn, settings: PredictorSettings) -> tuple[RawFn, str]:
+    if native is None:
+        return fallback, "xgboost"
+    if settings.evaluator == "native":
+        return native, "numpy-forest"
+    limit = settings.native_max_rows
+
+    def hybrid(matrix: np.ndarray) -> np.ndarray:
+        return native(matrix) if len(matrix) <= limit else fallback(matrix)
+    return hybrid, "hybrid"
+
+
 def _meta(bundle: Bundle, settings: PredictorSettings) -> tuple[str, str, float]:
     manifest = bundle.manifest
     quantile: Any = manifest.get("quantile")
@@ -128,9 +141,8 @@ def build_serving(bundle: Bundle, settings: PredictorSettings, source: str,
     evaluator: dict[str, str] = {}
     for name in MODEL_NAMES:
         model = loaded.models[name]
-        native = _native_or_none(model) if settings.evaluator == "auto" else None
-        raw[name] = native or _xgb_raw(model.booster)
-        evaluator[name] = "numpy-forest" if native else "xgboost"
+        native = _native_or_none(model) if settings.evaluator != "xgboost" else None
+        raw[name], evaluator[name] = _choose(native, _xgb_raw(model.booster), settings)
     model_type, objective_type, quantile = _meta(bundle, settings)
     return Serving(loaded, MappingProxyType(raw), MappingProxyType(evaluator), source, time.time(), model_type,
                    objective_type, quantile)

@@ -38,7 +38,7 @@ class StatusView:
             "loaded_at": serving.last_model_load, "source": serving.source,
             "feature_flags": serving.loaded.spec.as_dict(),
             "feature_spec_version": manifest.get("feature_spec_version"),
-            "evaluator": dict(serving.evaluator),
+            "evaluator": dict(serving.evaluator), "native_max_rows": self._settings.native_max_rows,
             "models": {name: {k: entry[k] for k in MODEL_KEYS if k in entry}
                        for name, entry in manifest.get("models", {}).items()},
         }

@@ -103,12 +103,14 @@ class PoolClassifier:
             return max_tokens if cap is None else min(max_tokens, cap)
         return cap if cap is not None else self.cfg.default_output_tokens
 
-    def classify_tokens(self, prompt_tokens: int, expected_output: int, max_tokens: int | None) -> tuple[str, str]:
-        """(pool, reason) for a known prompt size and expected output."""
+    def classify_tokens(self, prompt_tokens: int, expected_output: int, max_tokens: int | None,
+                        short_context: int | None = None) -> tuple[str, str]:
+        """(pool, reason) for a known prompt size and expected output (``short_context`` overrides the
+        configured short-pool context, e.g. as reported by the pods)."""
         if self.single is not None:
             return self.single, "single"
         worst_output = max_tokens if max_tokens is not None and max_tokens > 0 else expected_output
-        if prompt_tokens + worst_output > self.short_context:
+        if prompt_tokens + worst_output > (short_context or self.short_context):
             return self.long, "context"
         if expected_output > self.cfg.output_threshold_tokens:
             return self.long, "output"

@@ -19,7 +19,7 @@ from types import MappingProxyType
 import httpx
 from prometheus_client import CollectorRegistry
 
-from router_client.classifier import PoolClassifier
+from router_client.classifier import Budget, PoolClassifier
 from router_client.config import PoolConfig, RouterConfig
 from router_client.endpoints import EndpointState
 from router_client.errors import PredictionUnavailable
@@ -152,8 +152,7 @@ class Router:
             info.sheddable)
         candidates = _candidates(self._pools[pool].pods, rows, predictions)
         outcome = self._core.decide(pool, request, candidates)
-        decision = self._finish(info, budget.prompt_tokens, budget.estimated, budget.expected_output, pool, rows,
-                                outcome, fallback_reason)
+        decision = self._finish(info, budget, rows, outcome, fallback_reason)
         if decision.pod_url is not None:
             self._state.dispatch(decision.request_id, decision.pod_url, decision.uncached_prefill_tokens)
             self._prefix.record(decision.pod_url, hashes)
@@ -175,23 +174,23 @@ class Router:
                 log.debug("pool %s: fallback (%s) %s", pool, exc.reason, exc.message)
             return None, exc.reason
 
-    def _finish(self, info: RequestInfo, prompt_tokens: int, estimated: bool, expected_output: int, pool: str,
-                rows: list[Features], outcome: Outcome, fallback_reason: str | None) -> Decision:
-        common = dict(request_id=info.request_id, pool=pool, prompt_tokens=prompt_tokens,
-                      prompt_tokens_estimated=estimated, expected_output_tokens=expected_output, info=info,
-                      fallback=fallback_reason is not None, dispatched_at=self._clock())
+    def _finish(self, info: RequestInfo, budget: Budget, rows: list[Features], outcome: Outcome,
+                fallback_reason: str | None) -> Decision:
+        base = Decision(request_id=info.request_id, pool=budget.pool, pod_url=None, shed=True, reason=outcome.reason,
+                        fallback=fallback_reason is not None, dispatched_at=self._clock(),
+                        prompt_tokens=budget.prompt_tokens, prompt_tokens_estimated=budget.estimated,
+                        expected_output_tokens=budget.expected_output, info=info)
         if outcome.index is None:
             best = outcome.best
-            return Decision(pod_url=None, shed=True, reason=outcome.reason,
-                            predicted_ttft_ms=best.predicted_ttft_ms if best else None,
-                            predicted_tpot_ms=best.predicted_tpot_ms if best else None,
-                            retry_after_s=self.config.slo.retry_after_s, **common)  # type: ignore[arg-type]
+            return replace(base, predicted_ttft_ms=best.predicted_ttft_ms if best else None,
+                           predicted_tpot_ms=best.predicted_tpot_ms if best else None,
+                           retry_after_s=self.config.slo.retry_after_s)
         chosen = outcome.candidates[outcome.index]
         reason = outcome.reason if fallback_reason is None else f"{outcome.reason};fallback={fallback_reason}"
-        uncached = round(prompt_tokens * (1.0 - chosen.prefix_score))
-        return Decision(pod_url=chosen.pod, shed=False, reason=reason, predicted_ttft_ms=chosen.predicted_ttft_ms,
-                        predicted_tpot_ms=chosen.predicted_tpot_ms, features=rows[outcome.row],
-                        uncached_prefill_tokens=uncached, **common)  # type: ignore[arg-type]
+        return replace(base, pod_url=chosen.pod, shed=False, reason=reason,
+                       predicted_ttft_ms=chosen.predicted_ttft_ms, predicted_tpot_ms=chosen.predicted_tpot_ms,
+                       features=rows[outcome.row],
+                       uncached_prefill_tokens=round(budget.prompt_tokens * (1.0 - chosen.prefix_score)))
 
     # -- after dispatch ----------------------------------------------------------------------
     def on_first_token(self, decision: Decision) -> None:

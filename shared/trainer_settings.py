@@ -30,11 +30,11 @@ class TrainerSettings(CommonSettings):
                                    ge=1 << 20)
     segment_max_bytes: int = env("LATENCY_SEGMENT_MAX_BYTES", 64 << 20, "Log segment size before rolling.",
                                  ge=1 << 16)
-    xgb_n_estimators: int = env("LATENCY_XGB_N_ESTIMATORS", 300, "Boosting rounds per model.", ge=1)
+    xgb_n_estimators: int = env("LATENCY_XGB_N_ESTIMATORS", 200, "Boosting rounds per model.", ge=1)
     xgb_max_depth: int = env("LATENCY_XGB_MAX_DEPTH", 3, "Tree depth (shallow trees: latency is close to additive "
                              "in the features; deeper trees overfit the quantile at 20k rows).", ge=1)
-    xgb_learning_rate: float = env("LATENCY_XGB_LEARNING_RATE", 0.1, "Shrinkage.", gt=0)
-    xgb_max_bin: int = env("LATENCY_XGB_MAX_BIN", 64, "Histogram bins per feature (hist tree method).", ge=2)
+    xgb_learning_rate: float = env("LATENCY_XGB_LEARNING_RATE", 0.15, "Shrinkage.", gt=0)
+    xgb_max_bin: int = env("LATENCY_XGB_MAX_BIN", 128, "Histogram bins per feature (hist tree method).", ge=2)
     xgb_monotone: Flag = env("LATENCY_XGB_MONOTONE", True,
                              "Monotone constraints: TTFT non-decreasing in input/effective tokens, prefill tokens "
                              "in flight and queue; TPOT in running requests, decode tokens in flight and KV usage.")

@@ -4,11 +4,27 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
+from types import FrameType
 
 import uvicorn
 
 from shared.trainer_settings import TrainerSettings
 from trainer.app import create_app
+
+GRACEFUL_SHUTDOWN_S = 5  # held long-polls (wait_s ≤ 30) must not delay a restart
+
+
+class _Server(uvicorn.Server):
+    """uvicorn server that first answers held long-polls (304) when asked to exit."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -23,8 +39,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     settings = TrainerSettings.from_env(host=args.host, port=args.port, data_dir=args.data_dir)
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
-                access_log=False)
+    app = create_app(settings)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
+                            access_log=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    _Server(config, app.state.service.live.close).run()
 
 
 if __name__ == "__main__":

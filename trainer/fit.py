@@ -1,7 +1,7 @@
 """Fitting one XGBoost model: ``reg:quantileerror`` at α (or ``reg:squarederror`` for mean).
 
 Tuned for the 3-second TTFT+TPOT budget on 2 cores at a 100k-row window and for accuracy at
-20k rows: ``hist`` trees with 64 bins, 300 rounds of depth-3 trees at learning rate 0.1, built
+20k rows: ``hist`` trees with 128 bins, 200 rounds of depth-3 trees at learning rate 0.15, built
 from a ``QuantileDMatrix`` (see bench/RESULTS-trainer.md for the measurements behind it). Monotone
 constraints (on by default) encode what operators check (contract §8): TTFT does not fall when
 the prompt, prefill tokens in flight or the queue grow; TPOT does not fall with running
@@ -32,10 +32,10 @@ MONOTONE_UP: Mapping[str, frozenset[str]] = {
 class FitParams:
     objective: str = "quantile"
     alpha: float = 0.9
-    rounds: int = 300
+    rounds: int = 200
     max_depth: int = 3
-    learning_rate: float = 0.1
-    max_bin: int = 64
+    learning_rate: float = 0.15
+    max_bin: int = 128
     nthread: int = 2
     monotone: bool = True
     tpot_zero_token_count: bool = True

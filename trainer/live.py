@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
 
 from shared.model import LoadedBundle
+
+SLICE_S = 1.0
 
 
 class LiveBundle:
@@ -14,6 +17,7 @@ class LiveBundle:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
+        self._closing = False
 
     def get(self) -> LoadedBundle | None:
         return self._loaded
@@ -36,20 +40,29 @@ class LiveBundle:
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._wake)
 
+    def close(self) -> None:
+        """Release every held long-poll now (server shutting down); safe from any thread."""
+        self._closing = True
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake)
+
     def _wake(self) -> None:
         if self._event is not None:
             self._event.set()
         self._event = asyncio.Event()
 
-    async def wait_change(self, version: int | None, timeout: float) -> None:
-        """Return when the live version differs from ``version`` or after ``timeout`` seconds."""
+    async def wait_change(self, version: int | None, timeout: float,
+                          gone: Callable[[], Awaitable[bool]] | None = None) -> None:
+        """Return when the live version differs from ``version``, after ``timeout`` seconds, or
+        (checked every ``SLICE_S``) when ``gone()`` says the client has disconnected."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        while self.version == version and self._event is not None:
+        while self.version == version and self._event is not None and not self._closing:
             remaining = deadline - loop.time()
-            if remaining <= 0:
+            if remaining <= 0 or (gone is not None and await gone()):
                 return
             try:
-                await asyncio.wait_for(self._event.wait(), remaining)
+                await asyncio.wait_for(self._event.wait(), min(remaining, SLICE_S))
             except asyncio.TimeoutError:
-                return
+                continue

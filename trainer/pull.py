@@ -39,7 +39,7 @@ def build_pull_router(service: TrainerService) -> APIRouter:
         if_none_match = request.headers.get("if-none-match")
         wait = min(max(wait_s, 0.0), MAX_WAIT_S)
         if wait > 0 and _matches(if_none_match, loaded.version):
-            await service.live.wait_change(loaded.version, wait)
+            await service.live.wait_change(loaded.version, wait, request.is_disconnected)
             loaded = require_live(service)
         headers = {"ETag": etag(loaded.version), "X-Bundle-Version": str(loaded.version),
                    "Cache-Control": "no-cache"}

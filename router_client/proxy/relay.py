@@ -54,6 +54,9 @@ class StreamRelay:
             self._error_code = "midstream"
             yield error_event(f"upstream pod failed mid-stream: {exc}", "upstream_error")
             return
+        tail = self._scanner.tail()
+        if tail:
+            yield tail
         if not self._done and self._error_code is None:
             self._error_code = "midstream"
             yield error_event("upstream pod closed the stream before [DONE]", "upstream_error")

@@ -117,10 +117,9 @@ class PredictedLatencyPolicy:
         short = [p for p in pods if p.pool == c.short]
         if not short:
             return c.long, [p for p in pods if p.pool == c.long]
-        c.short_context = short[0].max_model_len
         max_tokens = request.max_output_tokens or request.expected_output_tokens
         expected = c.expected_output(_ROUTE, None, max_tokens)
-        pool, _ = c.classify_tokens(request.prompt_tokens, expected, max_tokens)
+        pool, _ = c.classify_tokens(request.prompt_tokens, expected, max_tokens, short[0].max_model_len)
         chosen = short if pool == c.short else [p for p in pods if p.pool == c.long]
         return (pool, chosen) if chosen else (c.short, short)
 

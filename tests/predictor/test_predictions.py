@@ -14,7 +14,7 @@ from shared.features import FeatureSpec
 from tests.predictor.conftest import ALL_SPECS, build_bundle, dir_settings, random_rows
 
 
-@pytest.mark.parametrize("evaluator", ["auto", "xgboost"])
+@pytest.mark.parametrize("evaluator", ["auto", "native", "xgboost"])
 @pytest.mark.parametrize("spec", ALL_SPECS, ids=lambda s: f"tif={s.token_in_flight},enc={s.encoder}")
 def test_every_endpoint_equals_xgboost(tmp_path: Path, spec: FeatureSpec, evaluator: str) -> None:
     built = build_bundle(tmp_path, 3, spec, trees=25, depth=5, calibration=(1.1, -2.0))
@@ -24,18 +24,20 @@ def test_every_endpoint_equals_xgboost(tmp_path: Path, spec: FeatureSpec, evalua
                             enable_encoder_features=spec.encoder, evaluator=evaluator)
     with TestClient(create_app(settings)) as c:
         status = c.get("/status").json()["bundle"]
-        want = "numpy-forest" if evaluator == "auto" else "xgboost"
+        want = {"auto": "hybrid", "native": "numpy-forest", "xgboost": "xgboost"}[evaluator]
         assert status["evaluator"] == {"ttft": want, "tpot": want}
         assert status["feature_flags"] == spec.as_dict()
         strict = c.post("/predict/bulk/strict", content=orjson.dumps({"requests": rows})).json()["predictions"]
         bulk = c.post("/predict/bulk", content=orjson.dumps({"requests": rows})).json()["predictions"]
         single = [c.post("/predict", json=row).json() for row in rows[:40]]
+        small = c.post("/predict/bulk/strict", json={"requests": rows[:30]}).json()["predictions"]
     for name in ("ttft", "tpot"):
         got = np.array([p[f"{name}_ms"] for p in strict])
         np.testing.assert_allclose(got, expected[name], rtol=1e-6, atol=1e-6)
         np.testing.assert_array_equal(got, expected[name])  # in fact bit-equal
         assert [p[f"{name}_ms"] for p in bulk] == got.tolist()
         assert [p[f"{name}_ms"] for p in single] == got[:40].tolist()
+        assert [p[f"{name}_ms"] for p in small] == got[:30].tolist()
         assert (got >= 0).all()
 
 

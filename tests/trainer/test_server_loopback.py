@@ -17,6 +17,9 @@ from shared.trainer_settings import TrainerSettings
 from trainer.app import create_app
 
 
+servers: list[Any] = []
+
+
 @pytest.fixture
 def server(settings_factory: Callable[..., TrainerSettings]) -> Iterator[str]:
     settings = settings_factory(retraining_interval_sec=0.5, min_samples_for_retrain=100)
@@ -29,6 +32,7 @@ def server(settings_factory: Callable[..., TrainerSettings]) -> Iterator[str]:
         assert time.monotonic() < deadline, "server did not start"
         time.sleep(0.02)
     port = srv.servers[0].sockets[0].getsockname()[1]
+    servers.append(config.app)
     yield f"http://127.0.0.1:{port}"
     srv.should_exit = True
     thread.join(15)
@@ -76,3 +80,22 @@ def test_ingest_retrain_publish_pull(server: str, rows_of: Callable[..., list]) 
         assert timeout.status_code == 304 and 0.4 < time.monotonic() - t0 < 5
         status = c.get("/data/status").json()
         assert status["durable"]["rows"] == 3000 and status["last_retrain"] is not None
+
+
+def test_held_long_poll_released_on_shutdown(server: str) -> None:
+    """``LiveBundle.close()`` (called from the CLI's exit handler) answers held long-polls with 304 at once."""
+    app = servers[-1]
+    result: dict[str, Any] = {}
+
+    def hold() -> None:
+        t0 = time.monotonic()
+        r = httpx.get(f"{server}/bundle/manifest", params={"wait_s": 25}, headers={"If-None-Match": '"v1"'},
+                      timeout=40)
+        result.update(status=r.status_code, seconds=time.monotonic() - t0)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    time.sleep(0.5)
+    app.state.service.live.close()
+    thread.join(10)
+    assert result["status"] == 304 and result["seconds"] < 5

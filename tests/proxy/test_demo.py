@@ -1,0 +1,30 @@
+"""``python -m demo`` end to end, shortened: the stack starts, load flows, the summary is written and
+every child process is gone afterwards."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_demo_runs_and_writes_the_summary(tmp_path: Path) -> None:
+    workdir, summary_path = tmp_path / "demo-data", tmp_path / "demo-summary.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "demo", "--duration", "8", "--rate-scale", "2", "--time-scale", "0.1",
+         "--retrain-interval", "2", "--workdir", str(workdir), "--summary", str(summary_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=150)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = orjson.loads(summary_path.read_bytes())
+    for key in ("requests", "errors", "per_pool", "per_pod", "samples_reported", "retrains", "shed"):
+        assert key in summary, key
+    assert summary["requests"] > 20 and summary["errors"] == 0
+    assert sum(summary["per_pool"].values()) == sum(summary["per_pod"].values()) > 0
+    assert summary["shed"] >= 1 and summary["samples_reported"] > 0
+    assert "=== decision mix ===" in proc.stdout and "predicted" in proc.stdout
+    leftover = subprocess.run(["pgrep", "-f", str(workdir)], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", f"child processes left behind: {leftover.stdout}"
