@@ -2,14 +2,17 @@
 
     .venv/bin/python -m bench.bench_predictor [--duration 5] [--quick]
 
-Model: TTFT + TPOT, 200 trees depth 6 each. Servers run as real subprocesses (one process
-each, one at a time, so they never share the 2 cores); load comes from ``wrk`` (C, 1 thread,
-keep-alive). Prints markdown tables: latency/throughput per variant, RSS, new-bundle-to-served.
+Model: TTFT + TPOT, 200 trees depth 6 each. Every variant is a real server subprocess (one
+process each, all started up front; an idle one uses no CPU) and load comes from ``wrk`` (C,
+1 thread, keep-alive, separate process). Rounds interleave the variants so load from other
+processes on the machine hits them alike; figures are medians over rounds. Prints markdown:
+latency/throughput per variant, RSS, new-bundle-to-served.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import signal
@@ -129,15 +132,25 @@ def rss_mb(pid: int) -> tuple[float, float]:
     return get("VmRSS"), get("VmHWM")
 
 
-def load_suite(url: str, duration: float, workdir: Path) -> dict[str, dict[str, float]]:
-    strict = orjson.dumps({"requests": rows(100, 1)})
-    single = orjson.dumps(rows(1, 2)[0])
-    for _ in range(200):  # warm up
-        assert httpx.post(f"{url}/predict/bulk/strict", content=strict, headers=JSON_HEADERS).status_code == 200
-    return {"strict100_c1": wrk(f"{url}/predict/bulk/strict", strict, 1, duration, workdir),
-            "strict100_c4": wrk(f"{url}/predict/bulk/strict", strict, 4, duration, workdir),
-            "single_c1": wrk(f"{url}/predict", single, 1, duration, workdir),
-            "single_c8": wrk(f"{url}/predict", single, 8, duration, workdir)}
+SCENARIOS = (("strict100_c1", "/predict/bulk/strict", 1), ("strict100_c4", "/predict/bulk/strict", 4),
+             ("single_c1", "/predict", 1), ("single_c8", "/predict", 8))
+
+
+def load_rounds(urls: dict[str, str], duration: float, rounds: int, workdir: Path) -> dict[str, dict[str, Any]]:
+    """Every scenario, ``rounds`` times, variants interleaved (A B C … A B C …): background load from
+    other processes on the machine hits every variant alike. Returns the median of each figure."""
+    bodies = {"/predict/bulk/strict": orjson.dumps({"requests": rows(100, 1)}), "/predict": orjson.dumps(rows(1, 2)[0])}
+    for url in urls.values():
+        for _ in range(200):  # warm up
+            assert httpx.post(f"{url}/predict/bulk/strict", content=bodies["/predict/bulk/strict"],
+                              headers=JSON_HEADERS).status_code == 200
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {v: {s[0]: [] for s in SCENARIOS} for v in urls}
+    for name, path, conns in SCENARIOS:
+        for _ in range(rounds):
+            for variant, url in urls.items():
+                runs[variant][name].append(wrk(f"{url}{path}", bodies[path], conns, duration, workdir))
+    return {v: {name: {k: (sum if k == "errors" else statistics.median)(r[k] for r in results) for k in results[0]}
+                for name, results in per.items()} for v, per in runs.items()}
 
 
 def wait_version(url: str, version: int, timeout: float = 30.0) -> float:
@@ -204,7 +217,8 @@ def micro(root: Path) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--duration", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--trials", type=int, default=5)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-predictor-"))
@@ -222,23 +236,27 @@ def main() -> None:
         "ours (hybrid, threadpool)": lambda p: ours(root, p, PREDICT_INLINE_MAX_BYTES="0"),
         "baseline (pydantic + DMatrix)": lambda p: baseline(root, p),
     }
+    print(f"## loopback HTTP, wrk -t1, {args.rounds} interleaved rounds × {args.duration:g} s, medians\n")
     print("| variant | strict-100 p50 ms | p99 ms | req/s c1 | rows/s c4 | p50 c4 ms | single p50 ms c1 "
           "| single p50 ms c8 | single req/s c8 | non-2xx | RSS MB | peak MB after a 10k-row call |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for label, start in variants.items():
-        port = free_port()
-        with start(port) as proc:
-            r = load_suite(f"http://127.0.0.1:{port}", args.duration, work)
+    with contextlib.ExitStack() as stack:
+        ports = {label: free_port() for label in variants}
+        procs = {label: stack.enter_context(start(ports[label])) for label, start in variants.items()}
+        results = load_rounds({k: f"http://127.0.0.1:{p}" for k, p in ports.items()}, args.duration, args.rounds,
+                              work)
+        for label, proc in procs.items():
             rss, _ = rss_mb(proc.pid)
-            big = httpx.post(f"http://127.0.0.1:{port}/predict/bulk/strict", timeout=60,
+            big = httpx.post(f"http://127.0.0.1:{ports[label]}/predict/bulk/strict", timeout=60,
                              content=orjson.dumps({"requests": rows(10_000, 3)}), headers=JSON_HEADERS)
             assert big.status_code == 200, big.status_code
             _, peak = rss_mb(proc.pid)
-        s1, s4, q1, q8 = r["strict100_c1"], r["strict100_c4"], r["single_c1"], r["single_c8"]
-        errors = sum(x["errors"] for x in r.values())
-        print(f"| {label} | {s1['p50']:.3f} | {s1['p99']:.3f} | {s1['rps']:.0f} | {s4['rps'] * 100:,.0f} | "
-              f"{s4['p50']:.3f} | {q1['p50']:.3f} | {q8['p50']:.3f} | {q8['rps']:,.0f} | {errors:.0f} | "
-              f"{rss:.0f} | {peak:.0f} |", flush=True)
+            r = results[label]
+            s1, s4, q1, q8 = r["strict100_c1"], r["strict100_c4"], r["single_c1"], r["single_c8"]
+            errors = sum(x["errors"] for x in r.values())
+            print(f"| {label} | {s1['p50']:.3f} | {s1['p99']:.3f} | {s1['rps']:.0f} | {s4['rps'] * 100:,.0f} | "
+                  f"{s4['p50']:.3f} | {q1['p50']:.3f} | {q8['p50']:.3f} | {q8['rps']:,.0f} | {errors:.0f} | "
+                  f"{rss:.0f} | {peak:.0f} |", flush=True)
     fresh = freshness(root, files, args.trials)
     print("\n## new bundle → served (s)\n")
     for mode, values in fresh.items():

@@ -207,6 +207,13 @@ sequential, to show the overhead without CPU contention from the load itself.
 Target p50 overhead ≤ 1 ms including the predictor call: **{target}** on this machine.
 
 {_inner(runs)}
+
+Reading: the proxy's own cost (parse, relay, keep-alive forward; "no predictor" rows) is the
+overhead without the decision; the gap between "with predictor" and "no predictor" is the router
+library's decision time (`router_decision_seconds`: coalescing window + strict-bulk round trip to
+the predictor over httpx + scheduling). At {args.concurrency} streams every extra process hop
+(client → proxy → predictor → proxy → pod) also waits for a CPU: the proxy itself stays far from
+saturation (CPU share above), so the added latency there is run-queue wait on 2 shared cores.
 """
     RESULTS.write_text(text)
     print(text)

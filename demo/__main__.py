@@ -43,6 +43,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workdir", type=Path, default=REPO / "demo-data", help="data + logs (wiped at start)")
     p.add_argument("--summary", type=Path, default=REPO / "demo-summary.json")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shed-every", type=float, default=10.0,
+                   help="seconds between sheddable requests with an impossible SLO (answered 429)")
     return p.parse_args(argv)
 
 
@@ -69,7 +71,7 @@ async def _drive(stack: Stack, args: argparse.Namespace, stats: LoadStats) -> tu
     watcher = Watcher({p: stack.logs(f"trainer-{p}") for p in stack.trainer_urls}, stack.predictor_urls, stats)
     watch = asyncio.create_task(watcher.run())
     try:
-        await run_load(stack.router_url, requests, stats, time.monotonic() + args.duration)
+        await run_load(stack.router_url, requests, stats, time.monotonic() + args.duration, args.shed_every)
         await asyncio.sleep(1.5)
         watcher.read_retrains()
         watcher.progress()
@@ -85,7 +87,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     args.workdir.mkdir(parents=True)
     spec = StackSpec(pools=(SHORT, LONG), time_scale=args.time_scale, retrain_interval_s=args.retrain_interval,
                      sync_interval_s=1.0, min_samples_for_retrain=30, seed=args.seed,
-                     router={"predictor_timeout_ms": 25.0})
+                     router={"predictor_timeout_ms": 50.0})
     started = time.monotonic()
     print(f"starting the stack in {args.workdir} (pools: short 3 pods / 4096 ctx, long 2 pods / 32768 ctx; "
           f"trainer + predictor per pool; router) ...", flush=True)

@@ -40,7 +40,7 @@ class EndpointState:
         self._snapshot: Mapping[str, PodMetrics] = MappingProxyType(dict.fromkeys(self.pods, PodMetrics()))
         self._running = dict.fromkeys(self.pods, 0)
         self._prefill = dict.fromkeys(self.pods, 0)
-        self._open: dict[str, _Open] = {}
+        self._open: dict[int | str, _Open] = {}
 
     # -- scraped metrics -------------------------------------------------------------------
     @property
@@ -63,23 +63,23 @@ class EndpointState:
         return self.staleness(pod) > self.stale_after_s
 
     # -- router-side in-flight --------------------------------------------------------------
-    def dispatch(self, request_id: str, pod: str, uncached_tokens: int) -> None:
-        if request_id in self._open:
-            self.complete(request_id)
-        self._open[request_id] = _Open(pod, uncached_tokens)
+    def dispatch(self, key: int | str, pod: str, uncached_tokens: int) -> None:
+        if key in self._open:
+            self.complete(key)
+        self._open[key] = _Open(pod, uncached_tokens)
         self._running[pod] = self._running.get(pod, 0) + 1
         self._prefill[pod] = self._prefill.get(pod, 0) + uncached_tokens
 
-    def first_token(self, request_id: str) -> None:
-        entry = self._open.get(request_id)
+    def first_token(self, key: int | str) -> None:
+        entry = self._open.get(key)
         if entry is None or entry.first_token_seen:
             return
         entry.first_token_seen = True
         self._prefill[entry.pod] -= entry.uncached
 
-    def complete(self, request_id: str) -> None:
-        self.first_token(request_id)
-        entry = self._open.pop(request_id, None)
+    def complete(self, key: int | str) -> None:
+        self.first_token(key)
+        entry = self._open.pop(key, None)
         if entry is not None:
             self._running[entry.pod] -= 1
 

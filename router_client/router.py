@@ -77,6 +77,8 @@ class Decision:
     retry_after_s: float | None = None
     """Set on shed decisions (the proxy answers 429 with ``Retry-After``)."""
     info: RequestInfo | None = None
+    dispatch_id: int = 0
+    """Router-internal key of the in-flight entry (request ids supplied by clients may repeat)."""
 
 
 class Router:
@@ -97,6 +99,7 @@ class Router:
         self._reporter: SampleReporter | None = None
         self._predictors: dict[str, PredictorClient] = {}
         self._anon = 0
+        self._dispatches = 0
 
     @property
     def pools(self) -> Mapping[str, PoolConfig]:
@@ -154,7 +157,7 @@ class Router:
         outcome = self._core.decide(pool, request, candidates)
         decision = self._finish(info, budget, rows, outcome, fallback_reason)
         if decision.pod_url is not None:
-            self._state.dispatch(decision.request_id, decision.pod_url, decision.uncached_prefill_tokens)
+            self._state.dispatch(decision.dispatch_id, decision.pod_url, decision.uncached_prefill_tokens)
             self._prefix.record(decision.pod_url, hashes)
         self._metrics.decided(pool, decision.shed, decision.reason, self._clock() - started)
         return decision
@@ -186,17 +189,18 @@ class Router:
                            predicted_tpot_ms=best.predicted_tpot_ms if best else None,
                            retry_after_s=self.config.slo.retry_after_s)
         chosen = outcome.candidates[outcome.index]
+        self._dispatches += 1
         reason = outcome.reason if fallback_reason is None else f"{outcome.reason};fallback={fallback_reason}"
         return replace(base, pod_url=chosen.pod, shed=False, reason=reason,
                        predicted_ttft_ms=chosen.predicted_ttft_ms, predicted_tpot_ms=chosen.predicted_tpot_ms,
-                       features=rows[outcome.row],
+                       features=rows[outcome.row], dispatch_id=self._dispatches,
                        uncached_prefill_tokens=round(budget.prompt_tokens * (1.0 - chosen.prefix_score)))
 
     # -- after dispatch ----------------------------------------------------------------------
     def on_first_token(self, decision: Decision) -> None:
         """The first streamed token arrived: its uncached prefill tokens are no longer in flight."""
         if decision.pod_url is not None:
-            self._state.first_token(decision.request_id)
+            self._state.first_token(decision.dispatch_id)
 
     def on_complete(self, decision: Decision, ttft_ms: float, e2e_ms: float, output_tokens: int,
                     prompt_tokens: int | None = None, error: bool = False) -> None:
@@ -204,7 +208,7 @@ class Router:
         (unless ``error``) queue the training sample and record (prediction, actual) pairs."""
         if decision.pod_url is None:
             return
-        self._state.complete(decision.request_id)
+        self._state.complete(decision.dispatch_id)
         info = decision.info
         if info is not None and not error:
             self._classifier.observe(info, prompt_tokens, output_tokens)

@@ -81,6 +81,10 @@ def build_router(service: TrainerService) -> APIRouter:
     def data_status() -> Any:
         return views.data_status(service)
 
+    @router.get("/debug/prefix_distribution")
+    def prefix_distribution() -> Any:
+        return views.prefix_distribution(service)
+
     @router.post("/predict")
     async def predict_one(request: Request) -> Any:
         return predict.predict(service, await request.body())

@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from shared.bundle import version_dir
 from shared.errors import NotFound, NotReady
 from shared.features import MODEL_NAMES
 from shared.model import LoadedBundle
 from shared.timefmt import from_epoch, rfc3339
+from trainer.compat_metrics import PREFIX_RANGES
 from trainer.service import TrainerService
 from trainer.window import bucket_triplet
 
@@ -114,3 +117,18 @@ def data_status(service: TrainerService) -> dict[str, Any]:
             "bucket_distribution": distribution, "model_ready": service.live.get() is not None,
             "last_retrain": service.loop.status.last_retrain,
             "durable": {"rows": service.log.rows, "bytes": service.log.total_bytes}}
+
+
+def prefix_distribution(service: TrainerService) -> dict[str, Any]:
+    """Diagnostic (contract §4, unused by clients): TTFT statistics per prefix-score range."""
+    train, _ = service.window.snapshot("ttft")
+    if len(train) == 0:
+        return {"error": "No training samples available"}
+    ttft, bucket = train.column("actual_ttft_ms"), train.bucket % 4
+    ranges: dict[str, Any] = {}
+    for p, label in enumerate(PREFIX_RANGES):
+        values = ttft[bucket == p]
+        ranges[label] = {"count": int(len(values))} | ({} if not len(values) else {
+            "avg_ttft_ms": float(np.mean(values)), "median_ttft_ms": float(np.median(values)),
+            "p90_ttft_ms": float(np.quantile(values, 0.9))})
+    return {"total_samples": int(len(train)), "prefix_ranges": ranges}

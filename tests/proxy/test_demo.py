@@ -16,7 +16,7 @@ def test_demo_runs_and_writes_the_summary(tmp_path: Path) -> None:
     workdir, summary_path = tmp_path / "demo-data", tmp_path / "demo-summary.json"
     proc = subprocess.run(
         [sys.executable, "-m", "demo", "--duration", "8", "--rate-scale", "2", "--time-scale", "0.1",
-         "--retrain-interval", "2", "--workdir", str(workdir), "--summary", str(summary_path)],
+         "--retrain-interval", "2", "--shed-every", "3", "--workdir", str(workdir), "--summary", str(summary_path)],
         cwd=REPO, capture_output=True, text=True, timeout=150)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = orjson.loads(summary_path.read_bytes())

@@ -65,12 +65,11 @@ class Processes:
             _wait_http(url, proc)
 
     def stop(self) -> None:
-        for proc in self.procs:
+        """Predictors first (they hold long-polls on their trainer), then trainers."""
+        for proc in reversed(self.procs):
             proc.terminate()
-        deadline = time.monotonic() + 5
-        for proc in self.procs:
             try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
+                proc.wait(5)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)

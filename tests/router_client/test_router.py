@@ -21,7 +21,7 @@ def config(pods: list[str], predictors: list[str], trainer: str | None = None, *
     data: dict[str, Any] = {
         "pools": [{"name": "short", "pods": pods, "max_context": 4096, "trainer_url": trainer,
                    "predictor_urls": predictors}],
-        "predictor_timeout_ms": 300, "scraper": {"interval_s": 0.05},
+        "predictor_timeout_ms": 2000, "scraper": {"interval_s": 0.05},
         "reporter": {"flush_interval_s": 0.1}, "scheduler": {"seed": 1, "exploration": 0.0, "min_share": 0.0},
     }
     data.update(extra)
@@ -218,3 +218,19 @@ def test_failed_scrapes_are_counted_and_decisions_continue(kit: Any, fake_predic
     stale = [line for line in metrics.splitlines() if line.startswith("router_endpoint_staleness_seconds")]
     ages = {line.split('pod="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1]) for line in stale}
     assert ages[urls[0]] > 1e6 and ages[urls[1]] < 1.0  # never scraped vs fresh
+
+
+def test_repeated_client_request_ids_keep_in_flight_exact(kit: Any) -> None:
+    with pods(kit, 1) as (_, urls):
+        async def body(router: Router) -> list[int]:
+            a = await router.decide(info(1))
+            b = await router.decide(info(2, request_id="r1"))  # same client id, both in flight
+            counts = [router.in_flight(urls[0])]
+            router.on_complete(a, 10.0, 20.0, 2)
+            counts.append(router.in_flight(urls[0]))
+            router.on_complete(b, 10.0, 20.0, 2)
+            router.on_complete(b, 10.0, 20.0, 2)  # reported twice: no effect
+            counts.append(router.in_flight(urls[0]))
+            return counts
+
+        assert run(config(urls, []), body) == [2, 1, 0]

@@ -351,3 +351,11 @@ def test_retrain_failure_is_counted_and_visible(client: TestClient, rows_of: Cal
     root.unlink()
     assert retrain(client) == 2  # retried without new rows once the disk is back
     assert client.get("/readyz").json()["retrain"]["consecutive_failures"] == 0
+
+
+def test_debug_prefix_distribution(client: TestClient, rows_of: Callable[..., list]) -> None:
+    assert client.get("/debug/prefix_distribution").json() == {"error": "No training samples available"}
+    post_entries(client, rows_of(400, kind="ttft"))
+    body = client.get("/debug/prefix_distribution").json()
+    assert set(body["prefix_ranges"]) == {"0.00-0.25", "0.25-0.50", "0.50-0.75", "0.75-1.00"}
+    assert sum(r["count"] for r in body["prefix_ranges"].values()) == body["total_samples"]

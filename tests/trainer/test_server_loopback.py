@@ -16,7 +16,6 @@ from shared.model import load_bundle
 from shared.trainer_settings import TrainerSettings
 from trainer.app import create_app
 
-
 servers: list[Any] = []
 
 
