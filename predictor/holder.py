@@ -8,6 +8,8 @@ loading or the smoke prediction is recorded as refused and the previous model ke
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import logging
 import threading
 import time
@@ -72,6 +74,7 @@ class ModelHolder:
         with self._record:
             self._serving = serving
             self.swaps_total += 1
+        release_free_heap()
         log.info("serving bundle v%d from %s (prior=%s, evaluator=%s)", serving.version, source, serving.prior,
                  dict(serving.evaluator))
         return serving
@@ -98,6 +101,18 @@ class ModelHolder:
         """Staleness: seconds since the last successful contact with the source (since start if never)."""
         last = self.last_sync_ok
         return self._clock() - (self.started_at if last is None else last)
+
+
+def release_free_heap() -> None:
+    """Give the heap freed by loading (model JSON, old bundle) back to the OS (glibc only; else no-op)."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)  # ctypes releases the GIL: requests keep running
 
 
 def version_tag(version: int) -> str:

@@ -54,14 +54,20 @@ def _coerce_scalar(field: RawField, value: Any, loc: list[Any]) -> tuple[float, 
                 "float_parsing", "Input should be a valid number, unable to parse string as a number")
             return 0.0, _err(kind, loc, msg, value)
         return number, None
-    return float(value), None
+    try:
+        return float(value), None
+    except OverflowError:
+        return math.inf, None
 
 
 def _field_values(rows: Sequence[Any], field: RawField, root: list[Any]) -> tuple[np.ndarray, list[dict]]:
     name = field.name
     raw = [row.get(name) for row in rows]
     if all(type(v) in (int, float) for v in raw):
-        return np.asarray(raw, dtype=np.float64), []
+        try:
+            return np.asarray(raw, dtype=np.float64), []
+        except OverflowError:
+            pass
     out = np.empty(len(rows), dtype=np.float64)
     errors: list[dict] = []
     for i, value in enumerate(raw):
@@ -161,7 +167,7 @@ def _fast_columns(rows: list[dict], fields: tuple[RawField, ...], limits: Bounds
             defaults = {f.name: f.default for f in numeric if not f.required}
             values = [getter({**defaults, **row}) for row in rows]
         matrix = np.array(values, dtype=np.float64)
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
     matrix = matrix.reshape(len(rows), len(numeric))
     uppers = np.array([_upper_bound(f, limits) for f in numeric])

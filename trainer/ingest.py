@@ -24,7 +24,6 @@ from trainer.window import COL, Window
 
 log = logging.getLogger(__name__)
 ROOT = ["body", "entries"]
-FLOAT_MAX = 1.7976931348623157e308
 
 
 @dataclass
@@ -38,21 +37,8 @@ class IngestResult:
         return f"Accepted {self.sent} training samples."
 
 
-def _overflowing_ints_to_inf(rows: list[Any]) -> list[Any]:
-    """Integers beyond float range → inf, so validation names the field (shared.columns overflows on them)."""
-    def fix(row: Any) -> Any:
-        if not isinstance(row, dict):
-            return row
-        return {k: (float("inf") if isinstance(v, int) and not isinstance(v, bool) and abs(v) > FLOAT_MAX else v)
-                for k, v in row.items()}
-    return [fix(row) for row in rows]
-
-
 def validate(rows: list[Any], bounds: Bounds, max_errors: int) -> dict[str, np.ndarray]:
-    try:
-        return to_columns(rows, ROOT, targets=True, bounds=bounds, max_errors=max_errors)
-    except OverflowError:
-        return to_columns(_overflowing_ints_to_inf(rows), ROOT, targets=True, bounds=bounds, max_errors=max_errors)
+    return to_columns(rows, ROOT, targets=True, bounds=bounds, max_errors=max_errors)
 
 
 class Ingestor:

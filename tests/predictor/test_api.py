@@ -127,7 +127,7 @@ def test_row_count_limits(client: TestClient, path: str) -> None:
     assert _detail(client.post(path, json={}))[0]["type"] == "missing"
 
 
-@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e999"])
+@pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity", b"1e999", b"1" + b"0" * 400])
 @pytest.mark.parametrize("path", ["/predict", "/predict/bulk", "/predict/bulk/strict"])
 def test_non_finite_numbers_422(client: TestClient, literal: bytes, path: str) -> None:
     row = orjson.dumps(_row()).replace(b'"kv_cache_percentage":0.42', b'"kv_cache_percentage":' + literal)
