@@ -23,6 +23,7 @@ from trainer.metrics import TrainerMetrics
 from trainer.prior import fit_prior
 from trainer.publisher import Publisher
 from trainer.store import LogLimits, RowsRecord, SampleLog
+from trainer.store.lock import DataDirLock
 from trainer.window import Window
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class TrainerService:
         self.settings = s = settings
         self.spec = s.feature_spec
         self.data_dir = Path(s.data_dir)
+        self.lock = DataDirLock(self.data_dir)
         self.metrics = TrainerMetrics()
         self.live = LiveBundle()
         self.window = Window(s.max_training_data_size_per_bucket, s.test_train_ratio, s.max_test_data_size)
@@ -55,6 +57,7 @@ class TrainerService:
         self.loop = RetrainLoop(self.retrainer, s.retraining_interval_sec, self.metrics)
 
     def start(self, run_loop: bool = True) -> None:
+        self.lock.acquire()
         rows = self.replay()
         log.info("durable log: %d rows replayed (%d bytes)", rows, self.log.total_bytes)
         self.bootstrap()
@@ -113,3 +116,4 @@ class TrainerService:
     def stop(self) -> None:
         self.loop.stop()
         self.log.close()
+        self.lock.release()

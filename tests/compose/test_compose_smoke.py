@@ -45,6 +45,8 @@ class Service:
     health_path: str = "/"
     ports: dict[int, int] = field(default_factory=dict)
     """container port → host port."""
+    paths: dict[str, str] = field(default_factory=dict)
+    """container path → host path (volumes are per service: two trainers never share a data dir)."""
 
 
 def _as_list(value: Any) -> list[str]:
@@ -88,7 +90,6 @@ class Rewriter:
 
     def __init__(self, services: dict[str, Service]) -> None:
         self.services = services
-        self.paths: dict[str, str] = {}
 
     def url(self, match: re.Match[str]) -> str:
         svc = self.services.get(match.group(1))
@@ -96,9 +97,9 @@ class Rewriter:
             return match.group(0)
         return f"http://{LOOPBACK}:{svc.ports[int(match.group(2))]}"
 
-    def text(self, value: str) -> str:
+    def text(self, value: str, svc: Service | None = None) -> str:
         value = re.sub(r"http://([\w.-]+):(\d+)", self.url, value)
-        for container, host in self.paths.items():
+        for container, host in (svc.paths if svc else {}).items():
             if value == container or value.startswith(container + "/"):
                 value = host + value[len(container):]
         return LOOPBACK if value == "0.0.0.0" else value
@@ -121,7 +122,7 @@ def plan(services: dict[str, Service], tmp: Path) -> Rewriter:
             else:
                 host = tmp / src
                 host.mkdir(exist_ok=True)
-            rewriter.paths[dst] = str(host)
+            svc.paths[dst] = str(host)
     return rewriter
 
 
@@ -141,10 +142,10 @@ def compose_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[di
     rewriter = plan(services, tmp)
     with ProcessSet(tmp / "logs", cwd=tmp) as procs:
         for svc in services.values():
-            argv = _with_host_ports([rewriter.text(a) for a in svc.argv], svc)
+            argv = _with_host_ports([rewriter.text(a, svc) for a in svc.argv], svc)
             exe = BIN / argv[0]
             assert exe.exists(), f"{svc.name}: {argv[0]} is not a console script of this project"
-            env = {k: str(svc.ports[int(v)]) if k.endswith("_PORT") and int(v) in svc.ports else rewriter.text(v)
+            env = {k: str(svc.ports[int(v)]) if k.endswith("_PORT") and int(v) in svc.ports else rewriter.text(v, svc)
                    for k, v in svc.env.items()}
             health = [f"http://{LOOPBACK}:{svc.ports[svc.health_port]}{svc.health_path}"] if svc.health_port else []
             procs.start(svc.name, [str(exe), *argv[1:]], env, health)
@@ -169,7 +170,7 @@ def test_services_talk_to_each_other(compose_stack: tuple[dict[str, Any], dict[s
     _, services, rewriter = compose_stack
     router = services["router"]
     base = f"http://{LOOPBACK}:{router.ports[8080]}"
-    config_copy = next(Path(p) for c, p in rewriter.paths.items() if c.endswith("config.json"))
+    config_copy = next(Path(p) for svc in services.values() for c, p in svc.paths.items() if c.endswith("config.json"))
     config = orjson.loads(config_copy.read_bytes())
     pool_pods = {pool["name"]: set(pool["pods"]) for pool in config["pools"]}
     seen: dict[str, set[str]] = {name: set() for name in pool_pods}
