@@ -164,8 +164,10 @@ class RouterConfig(BaseModel):
         default=250.0,
         description="Hard HTTP timeout of one bulk call (a late answer still frees the connection).", gt=0)
     coalesce_window_ms: float = Field(
-        default=1.0,
-        description="Concurrent decisions within this window share one bulk call (0: no coalescing).", ge=0)
+        default=0.0,
+        description="0: opportunistic coalescing (a decision is sent at once when no bulk call is in flight; "
+        "decisions arriving meanwhile share the next call). > 0: the first queued decision waits this long for "
+        "others to share its call.", ge=0)
     max_coalesced_rows: int = Field(
         default=10000, description="Row cap of one bulk call (contract limit).", ge=1, le=10000)
     predictor_backoff_s: float = Field(

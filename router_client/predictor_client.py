@@ -1,9 +1,20 @@
 """Predictor client: one ``POST /predict/bulk/strict`` per decision (all candidates), concurrent
 decisions coalesced into one call, rotated over the pool's predictor URLs.
 
+Coalescing is opportunistic by default (``window_s == 0``): a decision whose client has no call in
+flight is sent at once; decisions arriving while a call is in flight wait and are sent together,
+in one call, when it returns (each call carries whatever queued up during the previous one, so the
+batch size follows the load and a lone decision never waits). A call whose decisions have all
+given up (deadline passed or cancelled) no longer holds the queue back. With ``window_s > 0`` the
+first queued decision instead waits up to that window for company and calls may overlap. Rows of
+the decisions in a call are concatenated and the answer is split back positionally; a call
+succeeds or fails as a whole. A call never carries more than ``max_rows`` rows (one oversized
+decision is sent alone).
+
 Each caller waits at most until its own deadline; late, failed or malformed answers raise
 :class:`PredictionUnavailable` with the fallback reason (``timeout``, ``error``, ``status``,
 ``decode``, ``closed``). A URL that failed is skipped for ``backoff_s`` while others are healthy.
+HTTP goes through :mod:`router_client.http1` (keep-alive, plain ``http://`` URLs only).
 """
 
 from __future__ import annotations
@@ -11,23 +22,38 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 
-from router_client.errors import PredictionUnavailable
+from router_client.errors import PredictionUnavailable, RouterConfigError
+from router_client.http1 import ConnectFailed, Http1Error, Http1Pool
 
 Prediction = tuple[float, float]
 _Result = list[Prediction] | PredictionUnavailable
+_PATH = "/predict/bulk/strict"
 _HEADERS = {"content-type": "application/json"}
 
 
-@dataclass(slots=True)
+class _Call:
+    """One bulk call in flight: how many of its decisions still wait for it."""
+
+    __slots__ = ("waiting", "live")
+
+    def __init__(self, waiting: int) -> None:
+        self.waiting = waiting
+        self.live = True
+
+
 class _Waiter:
-    rows: Sequence[dict[str, Any]]
-    future: asyncio.Future[_Result]
+    __slots__ = ("rows", "future", "call", "queued")
+
+    def __init__(self, rows: Sequence[dict[str, Any]], future: asyncio.Future[_Result]) -> None:
+        self.rows = rows
+        self.future = future
+        self.call: _Call | None = None
+        self.queued = True
+        """In ``_pending`` and counted in ``_pending_rows``."""
 
 
 def parse_predictions(body: bytes, expected: int) -> list[Prediction]:
@@ -44,13 +70,26 @@ def parse_predictions(body: bytes, expected: int) -> list[Prediction]:
     return out
 
 
+def _expire(waiter: _Waiter, budget_s: float) -> None:
+    if not waiter.future.done():
+        waiter.future.set_result(PredictionUnavailable("timeout", f"no predictions within {budget_s * 1e3:.1f} ms"))
+
+
 class PredictorClient:
-    def __init__(self, http: httpx.AsyncClient, urls: Sequence[str], *, timeout_s: float, window_s: float,
+    """Bulk predictions for one pool. ``pool``: a shared :class:`Http1Pool`, or ``None`` to own one
+    (closed by :meth:`aclose`). Raises ``RouterConfigError`` for a URL that is not ``http://host:port``."""
+
+    def __init__(self, pool: Http1Pool | None, urls: Sequence[str], *, timeout_s: float, window_s: float,
                  max_rows: int, backoff_s: float, clock: Callable[[], float]) -> None:
         if not urls:
             raise ValueError("PredictorClient needs at least one URL")
-        self._http = http
-        self._urls = [u.rstrip("/") + "/predict/bulk/strict" for u in urls]
+        self._owns_pool = pool is None
+        self._pool = Http1Pool(connect_timeout_s=timeout_s) if pool is None else pool
+        self._urls = [u.rstrip("/") for u in urls]
+        try:
+            self._heads = [self._pool.request_head(u, "POST", _PATH, _HEADERS) for u in self._urls]
+        except ConnectFailed as exc:
+            raise RouterConfigError(f"predictor URL: {exc}") from None
         self._timeout_s = timeout_s
         self._window_s = window_s
         self._max_rows = max_rows
@@ -60,8 +99,10 @@ class PredictorClient:
         self._next = 0
         self._pending: list[_Waiter] = []
         self._pending_rows = 0
+        self._live = 0
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
         self.calls = 0
         """Bulk HTTP calls made (coalescing shows as calls < decisions)."""
 
@@ -69,43 +110,91 @@ class PredictorClient:
         """Predictions for ``rows`` in order, or ``PredictionUnavailable`` at ``deadline`` (monotonic s)."""
         if not rows:
             return []
-        loop = asyncio.get_running_loop()
-        waiter = _Waiter(rows, loop.create_future())
-        self._enqueue(waiter, loop)
+        if self._closed:
+            raise PredictionUnavailable("closed")
         remaining = deadline - self._clock()
         if remaining <= 0:
             raise PredictionUnavailable("timeout", "budget spent before the call")
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(rows, loop.create_future())
+        timer = loop.call_later(remaining, _expire, waiter, remaining)
+        self._enqueue(waiter)
         try:
-            result = await asyncio.wait_for(asyncio.shield(waiter.future), remaining)
-        except asyncio.TimeoutError:
-            raise PredictionUnavailable("timeout", f"no predictions within {remaining * 1e3:.1f} ms") from None
+            result = await waiter.future
+        finally:
+            timer.cancel()
+            self._leave(waiter)
         if isinstance(result, PredictionUnavailable):
             raise result
         return result
 
-    def _enqueue(self, waiter: _Waiter, loop: asyncio.AbstractEventLoop) -> None:
+    # -- batching ------------------------------------------------------------------------------
+    def _enqueue(self, waiter: _Waiter) -> None:
         if self._pending and self._pending_rows + len(waiter.rows) > self._max_rows:
             self._flush()
         self._pending.append(waiter)
         self._pending_rows += len(waiter.rows)
-        if self._window_s <= 0 or self._pending_rows >= self._max_rows:
+        if self._pending_rows >= self._max_rows:
             self._flush()
-        elif self._timer is None:
-            self._timer = loop.call_later(self._window_s, self._flush)
+        elif self._window_s > 0:
+            if self._timer is None:
+                self._timer = asyncio.get_running_loop().call_later(self._window_s, self._flush)
+        elif self._live == 0:
+            self._flush()
+
+    def _leave(self, waiter: _Waiter) -> None:
+        """A decision stopped waiting (answered, timed out or cancelled)."""
+        if waiter.queued:  # still queued: its rows will not be sent
+            waiter.queued = False
+            self._pending_rows -= len(waiter.rows)
+            return
+        call = waiter.call
+        if call is None:  # dropped from the queue by a flush or by aclose
+            return
+        call.waiting -= 1
+        if call.waiting == 0 and call.live:
+            self._retire(call)  # nobody waits for it any more: it must not hold the queue back
+
+    def _retire(self, call: _Call) -> None:
+        call.live = False
+        self._live -= 1
+        if self._live == 0 and self._pending and self._window_s <= 0:
+            self._flush()
 
     def _flush(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        batch, self._pending, self._pending_rows = self._pending, [], 0
+        batch: list[_Waiter] = []
+        rows = 0
+        for w in self._pending:
+            w.queued = False
+            if w.future.done():
+                continue  # gave up while queued
+            if batch and rows + len(w.rows) > self._max_rows:
+                self._start(batch, rows)
+                batch, rows = [], 0
+            batch.append(w)
+            rows += len(w.rows)
+        self._pending, self._pending_rows = [], 0
         if batch:
-            task = asyncio.get_running_loop().create_task(self._send(batch))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._start(batch, rows)
 
+    def _start(self, batch: list[_Waiter], rows: int) -> None:
+        call = _Call(len(batch))
+        for w in batch:
+            w.call = call
+        self._live += 1
+        task = asyncio.get_running_loop().create_task(self._send(batch, call, rows))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- HTTP --------------------------------------------------------------------------------
     def _pick(self) -> int:
-        now = self._clock()
         n = len(self._urls)
+        if n == 1:
+            return 0
+        now = self._clock()
         for k in range(n):
             i = (self._next + k) % n
             if self._down_until[i] <= now:
@@ -115,49 +204,62 @@ class PredictorClient:
         self._next = i + 1
         return i
 
-    async def _send(self, batch: list[_Waiter]) -> None:
-        rows = [r for w in batch for r in w.rows]
+    async def _send(self, batch: list[_Waiter], call: _Call, n_rows: int) -> None:
+        rows = batch[0].rows if len(batch) == 1 else [r for w in batch for r in w.rows]
         i = self._pick()
         self.calls += 1
         try:
-            resp = await self._http.post(self._urls[i], content=orjson.dumps({"requests": rows}), headers=_HEADERS,
-                                         timeout=self._timeout_s)
-        except httpx.TimeoutException as exc:
-            self._fail(batch, i, PredictionUnavailable("timeout", f"HTTP timeout: {exc!r}"))
-            return
-        except httpx.HTTPError as exc:
-            self._fail(batch, i, PredictionUnavailable("error", f"HTTP error: {exc!r}"))
-            return
-        if resp.status_code != 200:
-            self._fail(batch, i, PredictionUnavailable("status", f"HTTP {resp.status_code}"))
-            return
-        try:
-            preds = parse_predictions(resp.content, len(rows))
-        except PredictionUnavailable as exc:
-            self._fail(batch, i, exc)
-            return
-        start = 0
-        for w in batch:
-            end = start + len(w.rows)
-            if not w.future.done():
-                w.future.set_result(preds[start:end])
-            start = end
+            result = await self._exchange(i, orjson.dumps({"requests": rows}), n_rows)
+        except BaseException:
+            if call.live:
+                self._retire(call)
+            raise
+        if isinstance(result, PredictionUnavailable):
+            self._down_until[i] = self._clock() + self._backoff_s
+            for w in batch:
+                if not w.future.done():
+                    w.future.set_result(result)
+        elif len(batch) == 1:
+            if not batch[0].future.done():
+                batch[0].future.set_result(result)
+        else:
+            start = 0
+            for w in batch:
+                end = start + len(w.rows)
+                if not w.future.done():
+                    w.future.set_result(result[start:end])
+                start = end
+        if call.live:
+            self._retire(call)  # answers first, then the next batch goes out
 
-    def _fail(self, batch: list[_Waiter], url_index: int, exc: PredictionUnavailable) -> None:
-        self._down_until[url_index] = self._clock() + self._backoff_s
-        for w in batch:
-            if not w.future.done():
-                w.future.set_result(exc)
+    async def _exchange(self, i: int, body: bytes, n_rows: int) -> _Result:
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                status, content = await self._pool.fetch(self._urls[i], self._heads[i], body)
+        except TimeoutError:
+            return PredictionUnavailable("timeout", f"HTTP timeout after {self._timeout_s * 1e3:.0f} ms")
+        except Http1Error as exc:
+            return PredictionUnavailable("error", f"HTTP error: {exc!r}")
+        if status != 200:
+            return PredictionUnavailable("status", f"HTTP {status}")
+        try:
+            return parse_predictions(content, n_rows)
+        except PredictionUnavailable as exc:
+            return exc
 
     async def aclose(self) -> None:
+        self._closed = True
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         for w in self._pending:
+            w.queued = False
             if not w.future.done():
                 w.future.set_result(PredictionUnavailable("closed"))
-        self._pending = []
+        self._pending, self._pending_rows = [], 0
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._owns_pool:
+            await self._pool.aclose()

@@ -113,7 +113,7 @@ class Router:
         for pool in cfg.pools:
             if pool.predictor_urls:
                 self._predictors[pool.name] = PredictorClient(
-                    self._http, pool.predictor_urls, timeout_s=cfg.predictor_http_timeout_ms / 1e3,
+                    None, pool.predictor_urls, timeout_s=cfg.predictor_http_timeout_ms / 1e3,
                     window_s=cfg.coalesce_window_ms / 1e3, max_rows=cfg.max_coalesced_rows,
                     backoff_s=cfg.predictor_backoff_s, clock=self._clock)
         self._scraper = MetricsScraper(self._http, self._state, cfg.scraper, self._metrics)

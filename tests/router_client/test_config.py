@@ -24,7 +24,7 @@ def test_load_file_with_defaults(tmp_path: Path) -> None:
     assert cfg.pool("short").max_context == 4096 and cfg.pool("long").predictor_urls == []
     assert cfg.classifier.output_threshold_tokens == 512 and cfg.classifier.total_threshold_tokens == 2048
     assert [f.name for f in cfg.scheduler.filters] == ["prefix-affinity", "slo-headroom"]
-    assert cfg.coalesce_window_ms == 1.0 and cfg.max_coalesced_rows == 10000
+    assert cfg.coalesce_window_ms == 0.0 and cfg.max_coalesced_rows == 10000
 
 
 BAD = [
