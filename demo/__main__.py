@@ -100,9 +100,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             raise KeyboardInterrupt("interrupted") from None
         finally:
             _install_signal_handlers()
+        peak_rss = {name: child.peak_rss_mb() for name, child in stack.procs.children.items()}
     settings = {"duration_s": args.duration, "rate_scale": args.rate_scale, "time_scale": args.time_scale,
                 "retrain_interval_s": args.retrain_interval, "trace": args.trace.name, "seed": args.seed}
-    return build_summary(stats.records, watcher, metrics, time.monotonic() - started, settings)
+    summary = build_summary(stats.records, watcher, metrics, time.monotonic() - started, settings)
+    summary["peak_rss_mib"] = peak_rss
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:

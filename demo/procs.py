@@ -86,6 +86,16 @@ class Child:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
+    def peak_rss_mb(self) -> float | None:
+        """Peak resident set size (VmHWM) in MiB, read from /proc while the child runs."""
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+        except OSError:
+            return None
+        return None
+
     def log_tail(self, lines: int = 30) -> str:
         try:
             text = self.log_path.read_text(errors="replace")

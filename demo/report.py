@@ -106,3 +106,6 @@ def print_report(summary: dict[str, Any]) -> None:
             if h:
                 print(f"      {half.replace('_', ' ')}: coverage {100 * h['coverage']:.0f} %  MAPE {h['mape']:.2f}")
     print(f"\n  training samples reported by the router: {summary['samples_reported']}")
+    rss = summary.get("peak_rss_mib") or {}
+    if rss:
+        print("  peak RSS (MiB): " + "  ".join(f"{name} {mib}" for name, mib in sorted(rss.items())))
