@@ -4,7 +4,7 @@
 
 Setup (all child processes on 127.0.0.1): one sim process with 2 pods, a trainer + predictor,
 and the proxy (``python -m router_client``) whose decisions call the predictor (strict bulk,
-default config: coalescing window 1 ms, predictor budget raised so no decision falls back).
+default config: opportunistic coalescing, predictor budget raised so no decision falls back).
 ``--concurrency`` client workers each loop for ``--duration`` seconds, alternating a direct
 request (round-robin over the pods) and a proxied one after a random think time (so arrivals
 are not phase-locked to engine steps); ~50 streams are in flight and both paths see the same
@@ -12,7 +12,9 @@ pod load at the same moments. Each request is a streamed completion (token-id
 prompt, fixed ``output_tokens``); TTFB = connect + send → first SSE ``data:`` line, measured by
 a minimal raw-socket HTTP/1.1 client (``Connection: close`` for both paths) so client overhead is
 small and identical on both paths. Overhead = p50(proxied) − p50(direct) (also p90), plus the
-proxy's own parse+decide histogram from ``/metrics``. Writes bench/RESULTS-proxy.md.
+proxy's own parse+decide histogram from ``/metrics``, predictor calls per decision, and per process
+(proxy, predictor, sim pods, load generator) the CPU time and the CPU run-queue wait per proxied
+request from Linux schedstat. Writes bench/RESULTS-proxy.md (``--only A|B`` runs a subset, no file).
 """
 
 from __future__ import annotations
@@ -92,6 +94,32 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def schedstat(pid: int) -> tuple[float, float, int]:
+    """(CPU s, run-queue wait s, time slices) summed over the threads of ``pid`` (Linux schedstat)."""
+    run = wait = slices = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            a, b, c = (task / "schedstat").read_text().split()
+        except (OSError, ValueError):
+            continue  # thread exited
+        run, wait, slices = run + int(a), wait + int(b), slices + int(c)
+    return run / 1e9, wait / 1e9, slices
+
+
+def _machine_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, sum(values)
+
+
+def _sched_snapshot(stack: Stack) -> dict[str, tuple[float, float, int]]:
+    names = {"router": "router", "predictor": "predictor-short", "pods": "sim-short"}
+    out = {k: schedstat(stack.procs.children[v].pid) for k, v in names.items() if v in stack.procs.children}
+    out["client"] = schedstat(os.getpid())
+    return out
+
+
 def _loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
@@ -118,10 +146,13 @@ async def measure(stack: Stack, concurrency: int, duration: float, output_tokens
     body = orjson.dumps({"model": "m", "prompt": [7] * 64, "stream": True, "output_tokens": output_tokens,
                          "max_tokens": output_tokens})
     await _window(concurrency, 3.0, pods, proxy, body)
+    predictor_url = stack.predictor_urls.get("short")
     async with httpx.AsyncClient() as client:
         before = (await client.get(stack.router_url + "/metrics")).text
+        pred_before = (await client.get(predictor_url + "/metrics")).text if predictor_url else ""
     router_pid = stack.procs.children["router"].pid
     cpu0, wall0 = cpu_seconds(router_pid), time.monotonic()
+    sched0, busy0 = _sched_snapshot(stack), _machine_busy()
     direct: list[float] = []
     proxied: list[float] = []
     failures = 0
@@ -133,9 +164,24 @@ async def measure(stack: Stack, concurrency: int, duration: float, output_tokens
         proxied += p
         failures += f
     router_cpu = (cpu_seconds(router_pid) - cpu0) / (time.monotonic() - wall0)
+    sched1, busy1 = _sched_snapshot(stack), _machine_busy()
     async with httpx.AsyncClient() as client:
         after = (await client.get(stack.router_url + "/metrics")).text
-    return _result(direct, proxied, failures, per_window, before, after, router_cpu)
+        pred_after = (await client.get(predictor_url + "/metrics")).text if predictor_url else ""
+    result = _result(direct, proxied, failures, per_window, before, after, router_cpu)
+    calls = (metric_value(pred_after, "predictor_request_duration_seconds_count", endpoint="predict_bulk_strict")
+             - metric_value(pred_before, "predictor_request_duration_seconds_count", endpoint="predict_bulk_strict"))
+    server_s = (metric_value(pred_after, "predictor_request_duration_seconds_sum", endpoint="predict_bulk_strict")
+                - metric_value(pred_before, "predictor_request_duration_seconds_sum", endpoint="predict_bulk_strict"))
+    result["predictor_calls"] = calls
+    result["predictor_server_ms"] = server_s / calls * 1e3 if calls else float("nan")
+    result["machine_busy"] = (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1])
+    for name, (run1, wait1, n1) in sched1.items():
+        run0, wait0, n0 = sched0[name]
+        result[f"{name}_cpu_ms_per_req"] = (run1 - run0) / max(1, len(proxied)) * 1e3
+        result[f"{name}_wait_ms_per_req"] = (wait1 - wait0) / max(1, len(proxied)) * 1e3
+        result[f"{name}_wait_ms_per_slice"] = (wait1 - wait0) / max(1, n1 - n0) * 1e3
+    return result
 
 
 def _result(direct: list[float], proxied: list[float], failures: int, per_window: list[float], before: str,
@@ -175,8 +221,23 @@ def _inner(runs: dict[str, dict[str, Any]]) -> str:
     return "\n".join(
         f"- {name}: parse + decide (request received → upstream request sent) mean {r['inner_mean']:.2f} ms, "
         f"`router_decision_seconds` mean {r['decide_mean']:.2f} ms, fallbacks {r['fallbacks']:.0f}, failures "
-        f"{r['failures']:.0f}; proxy process CPU {100 * r['router_cpu']:.0f} % of one core; load average at the "
-        f"end {r['loadavg']:.1f}." for name, r in runs.items())
+        f"{r['failures']:.0f}; proxy process CPU {100 * r['router_cpu']:.0f} % of one core; machine CPU busy "
+        f"{100 * r.get('machine_busy', float('nan')):.0f} % of 2 cores; load average at the end {r['loadavg']:.1f}"
+        + (f"; {r['proxied_n'] / r['predictor_calls']:.2f} decisions per predictor call, predictor server-side "
+           f"time {r['predictor_server_ms']:.2f} ms per call." if r.get("predictor_calls") else ".")
+        for name, r in runs.items())
+
+
+def _sched(runs: dict[str, dict[str, Any]]) -> str:
+    """Per proxied request: CPU time and run-queue wait (Linux schedstat) of each process."""
+    lines = ["| run | process | CPU ms / proxied req | run-queue wait ms / proxied req | wait ms per time slice |",
+             "| --- | --- | ---: | ---: | ---: |"]
+    for name, r in runs.items():
+        for proc in ("router", "predictor", "pods", "client"):
+            if f"{proc}_cpu_ms_per_req" in r:
+                lines.append(f"| {name} | {proc} | {r[proc + '_cpu_ms_per_req']:.3f} | "
+                             f"{r[proc + '_wait_ms_per_req']:.3f} | {r[proc + '_wait_ms_per_slice']:.3f} |")
+    return "\n".join(lines)
 
 
 def write_results(runs: dict[str, dict[str, Any]], args: argparse.Namespace, command: str) -> None:
@@ -196,9 +257,10 @@ time (0–{THINK_S * 1000:.0f} ms, so arrivals are not phase-locked to the pods'
 Request: streamed completion, 64 token-id prompt, {args.output_tokens} output tokens (8 in the
 1-stream runs, 20 s each). TTFB = connect → first SSE `data:` line, measured by a raw-socket
 HTTP/1.1 client with `Connection: close` on both paths. "with predictor": every decision calls
-the predictor (strict bulk, default 1 ms coalescing window); "no predictor": router config without
-predictor URLs (composite score), isolating the proxy's own cost; "1 stream": one worker,
-sequential, to show the overhead without CPU contention from the load itself.
+the predictor (strict bulk over the library's keep-alive HTTP/1.1 client, default opportunistic
+coalescing; "coalesce_window_ms 1" rows: the former fixed 1 ms window, same client); "no predictor":
+router config without predictor URLs (composite score), isolating the proxy's own cost; "1 stream":
+one worker, sequential, to show the overhead without CPU contention from the load itself.
 
 | run | path | requests | TTFB p50 (ms) | TTFB p90 (ms) |
 | --- | --- | ---: | ---: | ---: |
@@ -208,12 +270,19 @@ Target p50 overhead ≤ 1 ms including the predictor call: **{target}** on this 
 
 {_inner(runs)}
 
+Where the time goes: CPU time and CPU run-queue wait (time runnable but waiting for a core; Linux
+`/proc/<pid>/task/*/schedstat`) of each process during the measurement, divided by the proxied
+requests. "router" = the proxy process (decisions + relaying), "predictor" = the predictor
+process (only proxied requests call it), "pods" = the sim process and "client" = the load generator
+(both serve direct and proxied requests alike).
+
+{_sched(runs)}
+
 Reading: the proxy's own cost (parse, relay, keep-alive forward; "no predictor" rows) is the
 overhead without the decision; the gap between "with predictor" and "no predictor" is the router
-library's decision time (`router_decision_seconds`: coalescing window + strict-bulk round trip to
-the predictor over httpx + scheduling). At {args.concurrency} streams every extra process hop
-(client → proxy → predictor → proxy → pod) also waits for a CPU: the proxy itself stays far from
-saturation (CPU share above), so the added latency there is run-queue wait on 2 shared cores.
+library's decision time (`router_decision_seconds`: strict-bulk round trip to the predictor +
+scheduling). At {args.concurrency} streams every extra process hop (client → proxy → predictor →
+proxy → pod) also waits for a CPU: see the run-queue wait per time slice above.
 """
     RESULTS.write_text(text)
     print(text)
@@ -227,17 +296,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output-tokens", type=int, default=64)
     p.add_argument("--repeat", type=int, default=3, help="measurement windows per run (duration split evenly)")
     p.add_argument("--no-write", action="store_true")
+    p.add_argument("--only", default="", help="|-separated substrings: run only those rows (writes no RESULTS)")
     args = p.parse_args(argv)
     command = ".venv/bin/python -m bench.bench_proxy " + " ".join(argv if argv is not None else sys.argv[1:])
     runs: dict[str, dict[str, Any]] = {}
     n = args.concurrency
+    window = {"coalesce_window_ms": 1.0}
     plan: list[tuple[str, bool, int, float, int, dict[str, Any]]] = [
         (f"{n} streams, with predictor", True, n, args.duration, args.output_tokens, {}),
+        (f"{n} streams, with predictor, coalesce_window_ms 1", True, n, args.duration, args.output_tokens, window),
         (f"{n} streams, no predictor", False, n, args.duration, args.output_tokens, {}),
         ("1 stream, with predictor", True, 1, 20.0, 8, {}),
-        ("1 stream, with predictor, coalesce_window_ms 0", True, 1, 20.0, 8, {"coalesce_window_ms": 0.0}),
+        ("1 stream, with predictor, coalesce_window_ms 1", True, 1, 20.0, 8, window),
         ("1 stream, no predictor", False, 1, 20.0, 8, {}),
     ]
+    if args.only:
+        plan = [p for p in plan if any(key in p[0] for key in args.only.split("|"))]
     for name, predictors, concurrency, duration, output_tokens, router in plan:
         spec = StackSpec(pools=(PoolSpec("short", 2, 4096, max_num_seqs=256),), time_scale=args.time_scale,
                          retrain_interval_s=10.0, predictors=predictors,
@@ -245,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp, Stack(spec, Path(tmp)) as stack:
             runs[name] = asyncio.run(measure(stack, concurrency, duration, output_tokens, args.repeat))
         print(name, orjson.dumps(runs[name]).decode(), flush=True)
-    if not args.no_write:
+    if not args.no_write and not args.only:
         write_results(runs, args, command.strip())
     return 0
 

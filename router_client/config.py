@@ -162,7 +162,8 @@ class RouterConfig(BaseModel):
         default=5.0, description="Budget from the start of a decision to the predictions; then the fallback.", gt=0)
     predictor_http_timeout_ms: float = Field(
         default=250.0,
-        description="Hard HTTP timeout of one bulk call (a late answer still frees the connection).", gt=0)
+        description="Hard HTTP timeout of one bulk call; then its connection is closed (the decisions in it fall back "
+        "at their own deadline, usually much earlier).", gt=0)
     coalesce_window_ms: float = Field(
         default=0.0,
         description="0: opportunistic coalescing (a decision is sent at once when no bulk call is in flight; "

@@ -118,11 +118,14 @@ class _Connection(asyncio.Protocol):
         self.received_any = False
         self._error = None
 
-    async def exchange(self, request: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:
-        """Send one request and wait for the response head."""
+    def begin(self, request: bytes) -> None:
+        """Write one request now (synchronously); :meth:`head` waits for the response head."""
         assert self.transport is not None
         self._headers_done = asyncio.get_running_loop().create_future()
         self.transport.write(request)
+
+    async def head(self) -> tuple[int, list[tuple[bytes, bytes]]]:
+        assert self._headers_done is not None
         await self._headers_done
         return self._parser.get_status_code(), self._headers
 
@@ -197,6 +200,48 @@ class Http1Response:
             self._pool.release(self._origin, conn)
 
 
+class Http1Exchange:
+    """A request started by :meth:`Http1Pool.start` (written already if a connection was idle)."""
+
+    __slots__ = ("_pool", "_origin", "_request", "_conn")
+
+    def __init__(self, pool: Http1Pool, origin: Origin, request: bytes, conn: _Connection | None) -> None:
+        self._pool = pool
+        self._origin = origin
+        self._request = request
+        self._conn = conn
+
+    def abort(self) -> None:
+        """Close the connection if :meth:`response` never took it over (no-op afterwards)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    async def response(self) -> Http1Response:
+        """Wait for the response head. A reused connection that turns out dead before answering
+        anything is replaced once by a fresh one."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                status, headers = await conn.head()
+                return Http1Response(self._pool, self._origin, conn, status, headers)
+            except StreamBroken:
+                conn.close()
+                if conn.received_any:
+                    raise
+            except BaseException:
+                conn.close()
+                raise
+        conn = await self._pool.connect(self._origin)
+        try:
+            conn.begin(self._request)
+            status, headers = await conn.head()
+        except BaseException:
+            conn.close()
+            raise
+        return Http1Response(self._pool, self._origin, conn, status, headers)
+
+
 class Http1Pool:
     """Per-origin LIFO pools of idle keep-alive connections (plain ``http://host:port`` only)."""
 
@@ -229,27 +274,18 @@ class Http1Pool:
 
     async def send(self, base_url: str, head: bytes, body: bytes) -> Http1Response:
         """Send ``head`` (from :meth:`request_head`) + ``content-length`` + ``body``; wait for the response head."""
+        return await self.start(base_url, head, body).response()
+
+    def start(self, base_url: str, head: bytes, body: bytes) -> Http1Exchange:
+        """Like :meth:`send`, but synchronous up to the write: when an idle keep-alive connection is
+        available the request is written before this returns (no event-loop hop before the server
+        sees it); await :meth:`Http1Exchange.response` for the answer."""
         origin = self.origin(base_url)[0]
         request = b"%bcontent-length: %d\r\n\r\n%b" % (head, len(body), body)
         conn = self._checkout(origin)
         if conn is not None:
-            try:
-                status, response_headers = await conn.exchange(request)
-                return Http1Response(self, origin, conn, status, response_headers)
-            except StreamBroken:
-                conn.close()
-                if conn.received_any:
-                    raise
-            except BaseException:
-                conn.close()
-                raise
-        conn = await self._connect(origin)
-        try:
-            status, response_headers = await conn.exchange(request)
-        except BaseException:
-            conn.close()
-            raise
-        return Http1Response(self, origin, conn, status, response_headers)
+            conn.begin(request)
+        return Http1Exchange(self, origin, request, conn)
 
     async def fetch(self, base_url: str, head: bytes, body: bytes) -> tuple[int, bytes]:
         """:meth:`send` and read the whole body: ``(status, body)``. Bound it with ``asyncio.timeout``;
@@ -269,7 +305,8 @@ class Http1Pool:
                 return conn
         return None
 
-    async def _connect(self, origin: Origin) -> _Connection:
+    async def connect(self, origin: Origin) -> _Connection:
+        """A fresh connection to ``origin`` (``ConnectFailed`` on refusal or connect timeout)."""
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self._connect_timeout_s):

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from router_client.errors import PredictionUnavailable, RouterConfigError
-from router_client.http1 import ConnectFailed, Http1Error, Http1Pool
+from router_client.http1 import ConnectFailed, Http1Error, Http1Exchange, Http1Pool
 
 Prediction = tuple[float, float]
 _Result = list[Prediction] | PredictionUnavailable
@@ -180,14 +180,29 @@ class PredictorClient:
         if batch:
             self._start(batch, rows)
 
-    def _start(self, batch: list[_Waiter], rows: int) -> None:
+    def _start(self, batch: list[_Waiter], n_rows: int) -> None:
+        """Encode and write the call now (on an idle keep-alive connection); a task awaits the answer."""
         call = _Call(len(batch))
         for w in batch:
             w.call = call
         self._live += 1
-        task = asyncio.get_running_loop().create_task(self._send(batch, call, rows))
+        self.calls += 1
+        rows = batch[0].rows if len(batch) == 1 else [r for w in batch for r in w.rows]
+        i = self._pick()
+        try:
+            body = orjson.dumps({"requests": rows})
+        except orjson.JSONEncodeError as exc:
+            failed = PredictionUnavailable("error", f"cannot encode rows: {exc}")
+            for w in batch:
+                w.future.set_result(failed)
+            call.live = False  # never in flight; the caller (_flush) sends what is queued
+            self._live -= 1
+            return
+        exchange = self._pool.start(self._urls[i], self._heads[i], body)
+        task = asyncio.get_running_loop().create_task(self._send(batch, call, i, exchange, n_rows))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: exchange.abort())  # a task cancelled before it ran
 
     # -- HTTP --------------------------------------------------------------------------------
     def _pick(self) -> int:
@@ -204,16 +219,16 @@ class PredictorClient:
         self._next = i + 1
         return i
 
-    async def _send(self, batch: list[_Waiter], call: _Call, n_rows: int) -> None:
-        rows = batch[0].rows if len(batch) == 1 else [r for w in batch for r in w.rows]
-        i = self._pick()
-        self.calls += 1
+    async def _send(self, batch: list[_Waiter], call: _Call, i: int, exchange: Http1Exchange, n_rows: int) -> None:
         try:
-            result = await self._exchange(i, orjson.dumps({"requests": rows}), n_rows)
+            result = await self._exchange(exchange, n_rows)
         except BaseException:
             if call.live:
                 self._retire(call)
             raise
+        self._deliver(batch, call, i, result)
+
+    def _deliver(self, batch: list[_Waiter], call: _Call, i: int, result: _Result) -> None:
         if isinstance(result, PredictionUnavailable):
             self._down_until[i] = self._clock() + self._backoff_s
             for w in batch:
@@ -232,10 +247,14 @@ class PredictorClient:
         if call.live:
             self._retire(call)  # answers first, then the next batch goes out
 
-    async def _exchange(self, i: int, body: bytes, n_rows: int) -> _Result:
+    async def _exchange(self, exchange: Http1Exchange, n_rows: int) -> _Result:
         try:
             async with asyncio.timeout(self._timeout_s):
-                status, content = await self._pool.fetch(self._urls[i], self._heads[i], body)
+                response = await exchange.response()
+                try:
+                    status, content = response.status_code, await response.read()
+                finally:
+                    await response.aclose()
         except TimeoutError:
             return PredictionUnavailable("timeout", f"HTTP timeout after {self._timeout_s * 1e3:.0f} ms")
         except Http1Error as exc:

@@ -130,3 +130,36 @@ def test_garbage_and_silent_close_are_stream_broken() -> None:
             server.close()
 
     run(main())
+
+
+def test_start_writes_on_an_idle_connection_before_any_await_and_abort_closes_it() -> None:
+    received: list[bytes] = []
+    eof = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                received.append(await _read_request(reader))
+            except asyncio.IncompleteReadError:
+                eof.set()
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            await writer.drain()
+
+    async def main() -> None:
+        server, url = await _serve(handler)
+        pool = UpstreamPool()
+        resp = await pool.post(url, "/x", b"first", {})  # leaves one idle keep-alive connection
+        assert await resp.read() == b"ok"
+        await resp.aclose()
+        head = pool.request_head(url, "POST", "/x", {"content-type": "application/json"})
+        exchange = pool.start(url, head, b"second")  # written synchronously on the idle connection
+        resp = await exchange.response()
+        assert resp.status_code == 200 and await resp.read() == b"ok"
+        await resp.aclose()
+        pool.start(url, head, b"third").abort()  # never awaited: the connection is closed, not leaked
+        await asyncio.wait_for(eof.wait(), 5)
+        assert received == [b"first", b"second", b"third"]
+        server.close()
+
+    run(main())

@@ -342,3 +342,16 @@ def test_real_predictor_coalesced_answers_equal_lone_answers(real_predictor: str
         await c.aclose()
 
     run(main)
+
+
+def test_rows_that_cannot_be_encoded_fall_back_with_error() -> None:
+    async def main() -> None:
+        pred = ScriptedPredictor()
+        server, url = await serve(pred)
+        c = client([url])
+        assert await outcome(c, [{**row(1), "kv_cache_percentage": object()}], 1.0) == "error"
+        assert await outcome(c, [row(2)], 1.0) == [expected(row(2))] and pred.calls == [1]
+        await c.aclose()
+        server.close()
+
+    run(main)
