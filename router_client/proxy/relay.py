@@ -1,31 +1,44 @@
 """Streaming pass-through: relay a pod's SSE bytes to the client as they arrive, and account.
 
-The relay yields each complete SSE event as soon as it has been read (batched per network read),
-drops the trailing usage chunk when only the proxy asked for it, detects the first content
-chunk (→ ``router.on_first_token``), counts content chunks, reads ``usage`` from the final chunk,
-and reports the outcome exactly once (→ ``router.on_complete``). A pod that dies mid-stream (or
-closes the stream without ``[DONE]``) ends the client's stream with an SSE error event and
-``data: [DONE]``; a client that goes away cancels the upstream read (the pod sees the disconnect).
+Every network read from the pod becomes at most one downstream send: the complete events in it
+(plus any held-back partial event from the previous read) are passed on as one bytes object, and
+only a trailing partial event is held back. Accounting works on that whole buffer: once the first
+content chunk has been seen, a buffer without ``"usage"``, ``"error"`` or ``[DONE]`` is counted
+with ``bytes.count`` and forwarded unsplit; anything else (and every buffer before the first
+token) is split into events and inspected one by one. The relay drops the trailing usage chunk
+when only the proxy asked for it, detects the first content chunk (→ ``router.on_first_token``),
+counts content chunks, reads ``usage`` from the final chunk, and reports the outcome exactly once
+(→ ``router.on_complete``). A pod that dies mid-stream (or closes the stream without ``[DONE]``)
+ends the client's stream with an SSE error event and ``data: [DONE]``; a client that goes away
+cancels the upstream read (the pod sees the disconnect).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 from starlette.types import Receive, Scope, Send
 
 from router_client.proxy.metrics import Outcome
-from router_client.proxy.sse import SSEScanner, error_event, inspect
+from router_client.proxy.sse import (
+    NEEDS_INSPECTION,
+    complete_end,
+    count_data_events,
+    error_event,
+    inspect,
+    split_events,
+)
 from router_client.proxy.upstream import UpstreamError, UpstreamResponse
 
 Report = Callable[[Outcome], None]
+_USAGE, _ERROR, _DONE = NEEDS_INSPECTION
 
 
 class StreamRelay:
-    """One streamed response: iterate ``events()``, then ``finish()`` (idempotent)."""
+    """One streamed response: ``relay(send)``, then ``finish()`` (idempotent)."""
 
     def __init__(self, upstream: UpstreamResponse, *, started: float, strip_usage: bool,
                  on_first_token: Callable[[], None], report: Report,
@@ -36,7 +49,7 @@ class StreamRelay:
         self._on_first_token = on_first_token
         self._report = report
         self._clock = clock
-        self._scanner = SSEScanner()
+        self._tail = b""
         self._first: float | None = None
         self._tokens = 0
         self._usage: dict[str, Any] | None = None
@@ -44,33 +57,58 @@ class StreamRelay:
         self._error_code: str | None = None
         self._finished = False
 
-    async def events(self) -> AsyncIterator[bytes]:
+    async def relay(self, send: Send) -> None:
+        """Send the relayed stream as ``http.response.body`` messages (``more_body=True``): one
+        per upstream read, then the end-of-stream bytes if any (the caller ends the body)."""
+        account = self.account
         try:
             async for data in self._upstream.chunks():
-                out = self._account(data)
+                out = account(data)
                 if out:
-                    yield out
+                    await send({"type": "http.response.body", "body": out, "more_body": True})
         except UpstreamError as exc:
             self._error_code = "midstream"
-            yield error_event(f"upstream pod failed mid-stream: {exc}", "upstream_error")
+            await send({"type": "http.response.body", "more_body": True,
+                        "body": error_event(f"upstream pod failed mid-stream: {exc}", "upstream_error")})
             return
-        tail = self._scanner.tail()
-        if tail:
-            yield tail
+        end = self._end_of_stream()
+        if end:
+            await send({"type": "http.response.body", "body": end, "more_body": True})
+
+    def _end_of_stream(self) -> bytes:
+        """The held-back partial event (a cut stream), plus an error event if ``[DONE]`` never came."""
+        out, self._tail = self._tail, b""
         if not self._done and self._error_code is None:
             self._error_code = "midstream"
-            yield error_event("upstream pod closed the stream before [DONE]", "upstream_error")
+            out += error_event("upstream pod closed the stream before [DONE]", "upstream_error")
+        return out
 
-    def _account(self, data: bytes) -> bytes:
-        """Split into events and account; after the first token, plain chunks are counted unparsed."""
-        events = self._scanner.feed(data)
+    def account(self, data: bytes) -> bytes:
+        """Account one upstream read; returns the bytes to forward now (complete events only)."""
+        buf = self._tail + data if self._tail else data
+        end = complete_end(buf)
+        if end == len(buf):
+            self._tail = b""
+        else:
+            self._tail = buf[end:]
+            if end == 0:
+                return b""
+            buf = buf[:end]
+        if self._first is not None and _USAGE not in buf and _ERROR not in buf and _DONE not in buf:
+            self._tokens += count_data_events(buf)
+            return buf
+        return self._inspect_events(buf)
+
+    def _inspect_events(self, buf: bytes) -> bytes:
+        """The slow path: split, JSON-inspect each event, drop the proxy's own usage chunk."""
+        events = split_events(buf)
         keep: list[bytes] = []
         for event in events:
-            if self._first is not None and b'"usage"' not in event and b'"error"' not in event:
+            if self._first is not None and _USAGE not in event and _ERROR not in event:
                 if event.startswith(b"data: [DONE]"):
                     self._done = True
                 elif event.startswith(b"data:"):
-                    self._tokens += 1
+                    self._tokens += 1  # after the first token every plain data event counts (as the fast path)
                 keep.append(event)
                 continue
             chunk = inspect(event)
@@ -88,7 +126,9 @@ class StreamRelay:
             if chunk.usage_only and self._strip_usage:
                 continue
             keep.append(event)
-        return b"".join(keep) if len(keep) != 1 else keep[0]
+        if len(keep) == len(events):
+            return buf
+        return b"".join(keep)
 
     def cancelled(self) -> None:
         if self._error_code is None and not self._done:
@@ -127,8 +167,7 @@ class RelayResponse:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
                 await send({"type": "http.response.start", "status": self._status, "headers": self._headers})
-                async for data in self._relay.events():
-                    await send({"type": "http.response.body", "body": data, "more_body": True})
+                await self._relay.relay(send)
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 tg.cancel_scope.cancel()
         except OSError:

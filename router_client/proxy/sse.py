@@ -2,6 +2,12 @@
 
 ``SSEScanner.feed(bytes)`` returns the complete events in the bytes seen so far (each with its
 terminating blank line) and keeps the incomplete tail. ``inspect`` classifies one event.
+
+The relay's hot path works on whole buffers instead: ``complete_end`` finds where the last
+complete event of a buffer ends, ``count_data_events`` counts the ``data:`` events of a run of
+complete events with ``bytes.count`` (no per-event slicing), ``NEEDS_INSPECTION`` lists the
+markers that make a buffer worth splitting and JSON-parsing, and ``split_events`` splits one
+byte-exactly.
 """
 
 from __future__ import annotations
@@ -14,6 +20,39 @@ import orjson
 
 _BOUNDARY = re.compile(rb"\r?\n\r?\n")
 DONE_EVENT = b"data: [DONE]\n\n"
+
+
+NEEDS_INSPECTION = (b'"usage"', b'"error"', b"[DONE]")
+"""A buffer of complete events containing none of these holds only plain chunks (content or not)."""
+
+
+def complete_end(buf: bytes) -> int:
+    """Index just past the last event boundary (blank line, LF or CRLF) in ``buf``; 0 if none."""
+    if buf.endswith(b"\n\n") or buf.endswith(b"\n\r\n"):
+        return len(buf)
+    lf = buf.rfind(b"\n\n")
+    crlf = buf.rfind(b"\n\r\n")
+    return max(lf + 2 if lf >= 0 else 0, crlf + 3 if crlf >= 0 else 0)
+
+
+def count_data_events(events: bytes) -> int:
+    """Number of events starting with ``data:`` in ``events`` (complete events, starting at an event
+    start). JSON data cannot hold a raw newline, so a blank line followed by ``data:`` is always an
+    event start."""
+    return events.count(b"\n\ndata:") + events.count(b"\n\r\ndata:") + events.startswith(b"data:")
+
+
+def split_events(events: bytes) -> list[bytes]:
+    """``events`` split at blank lines, each event keeping its terminator; joined, the parts are
+    ``events`` again (a stray trailing remainder is kept as a last part)."""
+    parts: list[bytes] = []
+    start = 0
+    for match in _BOUNDARY.finditer(events):
+        parts.append(events[start:match.end()])
+        start = match.end()
+    if start < len(events):
+        parts.append(events[start:])
+    return parts
 
 
 @dataclass(frozen=True)
