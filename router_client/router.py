@@ -153,7 +153,7 @@ class Router:
             info.slo_ttft_ms if info.slo_ttft_ms is not None else self.config.slo.default_ttft_ms,
             info.slo_tpot_ms if info.slo_tpot_ms is not None else self.config.slo.default_tpot_ms,
             info.sheddable)
-        candidates = _candidates(self._pools[pool].pods, rows, predictions)
+        candidates = self._live(_candidates(self._pools[pool].pods, rows, predictions))
         outcome = self._core.decide(pool, request, candidates)
         decision = self._finish(info, budget, rows, outcome, fallback_reason)
         if decision.pod_url is not None:
@@ -161,6 +161,12 @@ class Router:
             self._prefix.record(decision.pod_url, hashes)
         self._metrics.decided(pool, decision.shed, decision.reason, self._clock() - started)
         return decision
+
+    def _live(self, candidates: list[Candidate]) -> list[Candidate]:
+        """Drop pods whose scrapes have failed for longer than ``stale_after_s`` (down or unreachable),
+        unless that drops them all: then nothing is known and every pod stays a candidate."""
+        live = [c for c in candidates if not self._state.is_stale(c.pod)]
+        return live if live else candidates
 
     async def _predict(self, pool: str, rows: list[Features],
                        started: float) -> tuple[list[tuple[float, float]] | None, str | None]:

@@ -234,3 +234,31 @@ def test_repeated_client_request_ids_keep_in_flight_exact(kit: Any) -> None:
             return counts
 
         assert run(config(urls, []), body) == [2, 1, 0]
+
+
+def test_pods_whose_scrapes_keep_failing_get_no_traffic(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    _, purl = fake_predictor
+    with pods(kit, 3) as (fakes, urls):
+        fakes[0].status = 500  # this pod's /metrics never answers: the router must treat it as down
+
+        async def body(router: Router) -> list[Decision]:
+            await asyncio.sleep(0.3)
+            return [await router.decide(info(i)) for i in range(30)]
+
+        ds = run(config(urls, [purl], scraper={"interval_s": 0.05, "stale_after_s": 0.2}), body)
+    chosen = {d.pod_url for d in ds}
+    assert urls[0] not in chosen and chosen <= set(urls[1:])
+
+
+def test_when_every_pod_is_stale_all_stay_candidates(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    _, purl = fake_predictor
+    with pods(kit, 2) as (fakes, urls):
+        for fake in fakes:
+            fake.status = 500
+
+        async def body(router: Router) -> list[Decision]:
+            await asyncio.sleep(0.3)
+            return [await router.decide(info(i)) for i in range(20)]
+
+        ds = run(config(urls, [purl], scraper={"interval_s": 0.05, "stale_after_s": 0.2}), body)
+    assert all(d.pod_url in urls for d in ds) and not any(d.shed for d in ds)
