@@ -87,7 +87,7 @@ class BundleDirSource:
 
 
 class HttpPullSource:
-    """The trainer's pull API (TEAM-NOTES): manifest with ETag/304/``wait_s``, then each file."""
+    """The trainer's pull API (docs/internal-contracts.md): manifest with ETag/304/``wait_s``, then each file."""
 
     def __init__(self, base_url: str, local_dir: Path, key: bytes | None, *, timeout_s: float = 30.0,
                  retries: int = 3, keep: int = 2) -> None:

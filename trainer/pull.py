@@ -1,4 +1,4 @@
-"""The trainer ⇄ predictor pull API (docs/TEAM-NOTES.md).
+"""The trainer ⇄ predictor pull API (docs/internal-contracts.md).
 
 * ``GET /bundle/manifest`` → the live manifest.json bytes, ``ETag: "v<version>"``,
   ``X-Bundle-Version``; ``If-None-Match`` equal to the live ETag → 304. With ``wait_s`` (≤ 30)

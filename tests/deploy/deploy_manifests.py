@@ -37,7 +37,7 @@ OVERLAYS = ("overlays/sidecar", "overlays/standalone", "overlays/sim")
 ALL_KUSTOMIZATIONS = (*OVERLAYS, CLUSTER_DIR)
 RENDER_TIMEOUT_S = 60
 
-# Flags each entry point documents (docs/TEAM-NOTES.md "Command lines"); test_crosschecks also asks the real CLI.
+# Flags each entry point documents (docs/internal-contracts.md); test_crosschecks also asks the real CLI.
 SCRIPT_ROLES = {
     "latency-trainer": "trainer",
     "latency-predictor": "predictor",

@@ -1,4 +1,4 @@
-"""A tiny real HTTP server speaking the trainer's pull API (TEAM-NOTES) from a bundle root dir.
+"""A tiny real HTTP server speaking the trainer's pull API (docs/internal-contracts.md) from a bundle root dir.
 
 ``GET /bundle/manifest`` (ETag, 304 on If-None-Match, ``wait_s`` long-poll) and
 ``GET /bundle/v/{version}/{file}``. It can be stopped and restarted on the same port (trainer
