@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -77,7 +77,7 @@ def build_app(bundle_dir: Path) -> FastAPI:
         booster = xgb.Booster()
         booster.load_model(bytearray(bundle.model_bytes(name)))
         boosters[name] = booster
-    loaded_at = datetime.now(timezone.utc)
+    loaded_at = datetime.now(UTC)
     app = FastAPI()
 
     def predict_rows(rows: list[PredictionRequest]) -> list[PredictionResponse]:
@@ -85,7 +85,7 @@ def build_app(bundle_dir: Path) -> FastAPI:
         for name in MODEL_NAMES:
             matrix = xgb.DMatrix(np.array([_features(r, spec, name) for r in rows], dtype=np.float32))
             out[name] = np.maximum(boosters[name].predict(matrix), 0.0)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         return [PredictionResponse(ttft_ms=float(a), tpot_ms=float(b), predicted_at=now, model_type="xgboost",
                                    objective_type="quantile", quantile=0.9, last_model_load=loaded_at)
                 for a, b in zip(out["ttft"], out["tpot"], strict=True)]

@@ -133,7 +133,7 @@ class PredictorApp:
         try:
             await asyncio.wait_for(self.syncer.sync_once(), timeout=min(self.settings.http_timeout,
                                                                          INITIAL_SYNC_MAX_S))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self.holder.sync_failed("initial sync timed out")
         gc.freeze()  # start-up objects (modules, boosters) leave the GC's view: shorter full collections
         self._start(self.syncer.run_periodic(self.settings.model_sync_interval_sec))

@@ -23,6 +23,7 @@ from router_client.classifier import Budget, PoolClassifier
 from router_client.config import PoolConfig, RouterConfig
 from router_client.endpoints import EndpointState
 from router_client.errors import PredictionUnavailable
+from router_client.http1 import Http1Pool
 from router_client.live_metrics import RouterMetrics
 from router_client.pipeline import DecisionCore, Outcome
 from router_client.predictor_client import PredictorClient
@@ -95,6 +96,7 @@ class Router:
         self._prefix = PrefixIndex([pod for p in config.pools for pod in p.pods], config.prefix.capacity_blocks)
         self._core = DecisionCore(config.scheduler, config.slo, {p.name: p.pods for p in config.pools})
         self._http: httpx.AsyncClient | None = None
+        self._scrape_pool: Http1Pool | None = None
         self._scraper: MetricsScraper | None = None
         self._reporter: SampleReporter | None = None
         self._predictors: dict[str, PredictorClient] = {}
@@ -116,7 +118,8 @@ class Router:
                     None, pool.predictor_urls, timeout_s=cfg.predictor_http_timeout_ms / 1e3,
                     window_s=cfg.coalesce_window_ms / 1e3, max_rows=cfg.max_coalesced_rows,
                     backoff_s=cfg.predictor_backoff_s, clock=self._clock)
-        self._scraper = MetricsScraper(self._http, self._state, cfg.scraper, self._metrics)
+        self._scrape_pool = Http1Pool(connect_timeout_s=cfg.scraper.timeout_s)
+        self._scraper = MetricsScraper(self._scrape_pool, self._state, cfg.scraper, self._metrics)
         self._reporter = SampleReporter(self._http, {p.name: p.trainer_url for p in cfg.pools}, cfg.reporter,
                                         self._metrics)
         self._scraper.start()
@@ -126,6 +129,8 @@ class Router:
         """Stop background tasks, flush what the reporter holds (best effort) and close connections."""
         if self._scraper is not None:
             await self._scraper.stop()
+        if self._scrape_pool is not None:
+            await self._scrape_pool.aclose()
         if self._reporter is not None:
             await self._reporter.stop()
         for client in self._predictors.values():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from types import MappingProxyType
 
 import numpy as np
@@ -17,7 +17,7 @@ import numpy as np
 FEATURE_SPEC_VERSION = 1
 
 
-class FieldKind(str, Enum):
+class FieldKind(StrEnum):
     INT = "int"
     FLOAT = "float"
     POD_TYPE = "pod_type"

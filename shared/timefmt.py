@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def rfc3339(moment: datetime | None = None) -> str:
     """Format ``moment`` (default: now) as RFC 3339 with an explicit ``+00:00`` offset."""
     value = moment or utc_now()
     if value.tzinfo is None:
-        value = value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc).isoformat()
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).isoformat()
 
 
 def from_epoch(seconds: float) -> str:
-    return rfc3339(datetime.fromtimestamp(seconds, timezone.utc))
+    return rfc3339(datetime.fromtimestamp(seconds, UTC))
 
 
 def parse_rfc3339(text: str) -> datetime:

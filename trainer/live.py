@@ -64,5 +64,5 @@ class LiveBundle:
                 return
             try:
                 await asyncio.wait_for(self._event.wait(), min(remaining, SLICE_S))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 continue

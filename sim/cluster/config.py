@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from sim.engine.config import EngineConfig
 from sim.engine.errors import ConfigError

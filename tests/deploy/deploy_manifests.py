@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -21,7 +22,6 @@ from typing import Any
 
 import jsonschema
 import pytest
-import tomllib
 import yaml
 from referencing import Registry, Resource
 
