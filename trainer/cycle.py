@@ -11,19 +11,17 @@ TPOT are fitted concurrently (XGBoost releases the GIL), each with its share of 
 from __future__ import annotations
 
 import logging
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from shared.errors import TrainingError
 from shared.features import MODEL_NAMES, FeatureSpec
 from shared.model import LoadedBundle, load_bundle
-from trainer.calibrate import calibrate, cross_calibrated
+from trainer.calibrate import cross_calibrated
 from trainer.evaluate import Scores, score
-from trainer.fit import FitParams, base_score, design, fit_booster, importances, training_columns
+from trainer.fit import FitParams, training_columns
+from trainer.fitted import fit_model
 from trainer.live import LiveBundle
 from trainer.metrics import TrainerMetrics
 from trainer.publisher import Publisher
@@ -79,28 +77,17 @@ class Retrainer:
                 log.debug("%s not retrained: %d samples (threshold %d), %d new", name.upper(), total,
                           self.min_samples, added - self._fitted_at_rows[name])
             return None
-        started, cpu_started = time.perf_counter(), time.thread_time()
-        booster = fit_booster(self.spec, name, train, self.params)
-        fit_seconds = time.perf_counter() - started
-        fit_cpu_seconds = time.thread_time() - cpu_started
-        x_hold, y_hold = design(self.spec, name, holdout, self.params)
-        raw = np.asarray(booster.inplace_predict(x_hold), dtype=np.float64).reshape(-1)
-        alpha, objective = self.params.alpha, self.params.objective
-        scores = score(cross_calibrated(raw, y_hold, alpha, objective), y_hold, alpha)
+        fitted = fit_model(self.spec, name, train, holdout, self.params)
+        alpha, objective, y_hold = self.params.alpha, self.params.objective, fitted.y_holdout
+        scores = score(cross_calibrated(fitted.raw_holdout, y_hold, alpha, objective), y_hold, alpha)
         live = self.live.get()
         live_scores = None
         if live is not None:
             cols = training_columns(name, holdout, self.params.tpot_zero_token_count)
             live_scores = score(live.predict(name, cols), y_hold, alpha)
-        features = self.spec.columns(name)
-        entry = {"file": f"{name}.ubj", "features": list(features), "quantiles": [alpha], "objective": objective,
-                 "calibration": calibrate(raw, y_hold, alpha, objective).as_dict(), "training_rows": len(train),
-                 "holdout_rows": len(holdout), "metrics": scores.as_dict(), "base_score": base_score(booster),
-                 "importances": importances(booster, features), "fit_seconds": round(fit_seconds, 4),
-                 "fit_cpu_seconds": round(fit_cpu_seconds, 4), "prior": False}
-        self.metrics.fit_seconds.labels(model=name).observe(fit_seconds)
-        return Challenger(name, len(train), scores, live_scores, fit_seconds, bytes(booster.save_raw("ubj")),
-                          added, entry)
+        self.metrics.fit_seconds.labels(model=name).observe(fitted.fit_seconds)
+        return Challenger(name, len(train), scores, live_scores, fitted.fit_seconds, fitted.data, added,
+                          {**fitted.entry, "metrics": scores.as_dict()})
 
     def _publish(self, winners: dict[str, Challenger]) -> int:
         live = self.live.get()

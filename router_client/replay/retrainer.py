@@ -1,8 +1,8 @@
 """In-process retraining for the replay, in virtual time, with the trainer's own fitting code.
 
 Samples go into a ``trainer.window.Window`` (stratified train store + newest-rows holdout);
-``retrain()`` fits both models with ``trainer.fit.fit_booster``, calibrates each on the holdout
-with ``trainer.calibrate.calibrate`` and assembles a bundle with ``shared.bundle`` that is loaded
+``retrain()`` fits and calibrates both models with ``trainer.fitted.fit_model`` (as the trainer's
+retrain cycle does) and assembles a bundle with ``shared.bundle`` that is loaded
 with ``shared.model.load_bundle`` — the same code paths as trainer and predictor, minus HTTP
 and disk. (No challenger check: a new fit always replaces the previous one.)
 """
@@ -14,17 +14,16 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
-import xgboost as xgb
 
 from shared.bundle import Bundle, build_manifest
-from shared.features import MODEL_NAMES, TARGET_OF, FeatureSpec, pod_type_code
+from shared.features import MODEL_NAMES, FeatureSpec, pod_type_code
 from shared.model import LoadedBundle, load_bundle
 from shared.timefmt import rfc3339
-from trainer.calibrate import calibrate
 from trainer.cycle import bundle_meta
-from trainer.fit import FitParams, fit_booster, training_columns
+from trainer.fit import FitParams
+from trainer.fitted import fit_model
 from trainer.store.record import STORED_FIELDS
-from trainer.window import Rows, Window
+from trainer.window import Window
 
 
 @dataclass(frozen=True)
@@ -80,23 +79,12 @@ class InProcessRetrainer:
             train, holdout = self.window.snapshot(name)
             if len(train) < self.settings.min_samples:
                 return False
-            booster = fit_booster(self.spec, name, train, self.params)
-            features = self.spec.columns(name)
-            cal = calibrate(self._raw(booster, name, holdout), holdout.column(TARGET_OF[name]),
-                            self.params.alpha, self.params.objective) if len(holdout) else None
-            files[f"{name}.ubj"] = bytes(booster.save_raw("ubj"))
-            models[name] = {"file": f"{name}.ubj", "features": list(features), "quantiles": [self.params.alpha],
-                            "calibration": cal.as_dict() if cal else {"scale": 1.0, "offset": 0.0},
-                            "training_rows": len(train), "holdout_rows": len(holdout)}
+            fitted = fit_model(self.spec, name, train, holdout, self.params)
+            files[f"{name}.ubj"] = fitted.data
+            models[name] = fitted.entry
         self.version += 1
         manifest = build_manifest(self.version, rfc3339(), models, files,
                                   bundle_meta(self.spec, self.params, prior=False), None)
         bundle = Bundle(MappingProxyType(manifest), MappingProxyType(files))
         self.model = load_bundle(bundle, self.spec, nthread=1)
         return True
-
-    def _raw(self, booster: xgb.Booster, name: str, rows: Rows) -> np.ndarray:
-        cols = training_columns(name, rows, self.params.tpot_zero_token_count)
-        matrix = self.spec.matrix(name, cols)
-        out = booster.inplace_predict(matrix, validate_features=False)
-        return np.asarray(out, dtype=np.float64).reshape(len(matrix), -1)[:, 0]
