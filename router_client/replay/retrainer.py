@@ -16,13 +16,14 @@ from types import MappingProxyType
 import numpy as np
 
 from shared.bundle import Bundle, build_manifest
-from shared.features import MODEL_NAMES, FeatureSpec, pod_type_code
+from shared.columns import to_columns
+from shared.features import MODEL_NAMES, FeatureSpec
 from shared.model import LoadedBundle, load_bundle
 from shared.timefmt import rfc3339
 from trainer.cycle import bundle_meta
 from trainer.fit import FitParams
 from trainer.fitted import fit_model
-from trainer.store.record import STORED_FIELDS
+from trainer.store.record import columns_to_matrix
 from trainer.window import Window
 
 
@@ -38,14 +39,8 @@ class RetrainSettings:
 
 
 def sample_matrix(samples: Sequence[Mapping[str, float | int | str]]) -> np.ndarray:
-    """TrainingEntry rows → float64 matrix in ``STORED_FIELDS`` order (pod_type as its code)."""
-    out = np.empty((len(samples), len(STORED_FIELDS)), dtype=np.float64)
-    for j, name in enumerate(STORED_FIELDS):
-        if name == "pod_type":
-            out[:, j] = [pod_type_code(str(s.get(name) or "")) for s in samples]
-        else:
-            out[:, j] = [float(s.get(name, 0.0)) for s in samples]  # type: ignore[arg-type]
-    return out
+    """TrainingEntry rows → float64 matrix in ``STORED_FIELDS`` order, validated as the trainer's ingest does."""
+    return columns_to_matrix(to_columns(list(samples), ["samples"], targets=True))
 
 
 class InProcessRetrainer:
