@@ -34,7 +34,7 @@ import xgboost as xgb
 
 from predictor.hotpath import HotPath
 from predictor.serving import build_serving
-from shared.bundle import build_manifest, read_current, write_bundle
+from shared.bundle import ModelFiles, assemble, encode_model, read_current, write_bundle
 from shared.columns import Bounds, to_columns
 from shared.features import MODEL_NAMES, FeatureSpec
 from shared.predictor_settings import PredictorSettings
@@ -55,25 +55,25 @@ def rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
              "decode_tokens_in_flight": 0, "encoder_input_size": 0, "encoder_matched_size": 0} for i in range(n)]
 
 
-def train_files(seed: int = 0) -> dict[str, bytes]:
+def train_files(seed: int = 0) -> ModelFiles:
+    """model name → (UBJSON bytes, manifest entry) of a bench-sized quantile model (shared.bundle codec)."""
     spec, rng = FeatureSpec(), np.random.default_rng(seed)
     cols = to_columns(rows(20_000, seed), ["body", "requests"])
-    files = {}
+    models = {}
     for name in MODEL_NAMES:
         x = spec.matrix(name, cols)
         y = x[:, 2] * 0.03 + x[:, 3] * 20 + x[:, 5] * 0.01 + rng.gamma(2, 5, len(x))
         booster = xgb.train({"objective": "reg:quantileerror", "quantile_alpha": 0.9, "max_depth": DEPTH,
                              "nthread": 2, "tree_method": "hist"}, xgb.DMatrix(x, label=y), TREES)
-        files[f"{name}.ubj"] = bytes(booster.save_raw("ubj"))
-    return files
+        models[name] = encode_model(booster, name, spec.columns(name), {
+            "quantiles": [0.9], "calibration": {"scale": 1.0, "offset": 0.0}})
+    return models
 
 
-def publish(root: Path, version: int, files: dict[str, bytes]) -> None:
+def publish(root: Path, version: int, models: ModelFiles) -> None:
     spec = FeatureSpec()
-    models = {n: {"file": f"{n}.ubj", "features": list(spec.columns(n)), "quantiles": [0.9],
-                  "calibration": {"scale": 1.0, "offset": 0.0}} for n in MODEL_NAMES}
     meta = {"feature_flags": spec.as_dict(), "model_type": "xgboost", "objective_type": "quantile", "quantile": 0.9}
-    write_bundle(root, build_manifest(version, rfc3339(), models, files, meta, None), files)
+    write_bundle(root, *assemble(version, rfc3339(), models, meta, None))
 
 
 def free_port() -> int:

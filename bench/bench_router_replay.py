@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from router_client.replay_policies import register_policies
 from sim.cluster.config import ClusterConfig, PoolSpec
 from sim.cluster.registry import default_registry
 from sim.engine.config import EngineConfig
@@ -69,7 +68,6 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     registry = default_registry()
-    register_policies(registry)
     trace = load_trace(default_trace(), args.rate_scale, args.limit, None, 0.0)
     items = build_items(trace, args.seed, slo_ttft_ms=args.slo_ttft_ms)
     kv = {"num_gpu_blocks_override": args.num_gpu_blocks} if args.num_gpu_blocks else {}

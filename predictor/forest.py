@@ -22,6 +22,7 @@ import numpy as np
 import orjson
 import xgboost as xgb
 
+from shared.bundle import parse_base_score
 from shared.errors import BundleError
 
 IDENTITY_OBJECTIVES = frozenset({"reg:squarederror", "reg:quantileerror", "reg:absoluteerror",
@@ -35,8 +36,8 @@ class Unsupported(BundleError):
 
 
 def _base_score(learner: dict[str, Any]) -> np.float32:
-    text = str(learner["learner_model_param"]["base_score"]).strip("[]")
-    values = [float(v) for v in text.split(",") if v.strip()]
+    text = learner["learner_model_param"]["base_score"]
+    values = parse_base_score(text)
     if len(values) != 1:
         raise Unsupported(f"base_score {text!r} is not a single value")
     return np.float32(values[0])

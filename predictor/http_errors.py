@@ -2,35 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import orjson
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
 from shared.errors import LatencyError
+from shared.jsonbody import dumps
 
 JSON = "application/json"
 
 
 def json_response(payload: object, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    try:
-        body = orjson.dumps(payload)
-    except orjson.JSONEncodeError:  # e.g. a 400-digit integer echoed as a 422 "input"
-        body = orjson.dumps(_encodable(payload))
-    return Response(body, status_code=status, media_type=JSON, headers=headers)
-
-
-def _encodable(value: Any) -> Any:
-    """Integers beyond 64 bits become their decimal string (orjson cannot encode them)."""
-    if isinstance(value, dict):
-        return {k: _encodable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_encodable(v) for v in value]
-    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
-        return str(value)
-    return value
+    return Response(dumps(payload), status_code=status, media_type=JSON, headers=headers)
 
 
 def error_response(exc: LatencyError, headers: dict[str, str] | None = None) -> Response:

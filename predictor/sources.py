@@ -16,13 +16,21 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import httpx
-import orjson
 
 from predictor.holder import version_tag
-from shared.bundle import ALLOWED_SUFFIXES, Bundle, current_version, read_bundle, sha256, verify_bundle, version_dir
+from shared.bundle import (
+    Bundle,
+    current_version,
+    manifest_files,
+    manifest_version,
+    read_bundle,
+    sha256,
+    verify_bundle,
+    version_dir,
+)
 from shared.errors import BundleError, LatencyError
 
 log = logging.getLogger(__name__)
@@ -121,7 +129,7 @@ class HttpPullSource:
             return None
         if response.status_code != 200:
             raise SourceUnavailable(f"GET /bundle/manifest: HTTP {response.status_code}")
-        version = _manifest_version(response.content)
+        version = manifest_version(response.content)
         if version is not None:
             tag = version_tag(version)  # the pull API's ETag form; independent of weak/strong quoting
         else:
@@ -130,7 +138,7 @@ class HttpPullSource:
         return Offer(tag, version, response.content)
 
     async def fetch(self, offer: Offer) -> Bundle:
-        names = _file_names(offer.manifest_bytes)
+        names = manifest_files(offer.manifest_bytes)
         if offer.version is None:
             raise BundleError("manifest has no integer version")
         self._local.mkdir(parents=True, exist_ok=True)
@@ -165,35 +173,6 @@ class HttpPullSource:
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-
-def _manifest_version(manifest_bytes: bytes) -> int | None:
-    try:
-        manifest = _manifest(manifest_bytes)
-    except BundleError:
-        return None  # refused at fetch time, with the reason
-    version = manifest.get("version")
-    return version if isinstance(version, int) and not isinstance(version, bool) else None
-
-
-def _manifest(manifest_bytes: bytes) -> dict[str, Any]:
-    try:
-        manifest = orjson.loads(manifest_bytes)
-    except orjson.JSONDecodeError as exc:
-        raise BundleError(f"manifest is not JSON: {exc}") from None
-    if not isinstance(manifest, dict):
-        raise BundleError("manifest is not a JSON object")
-    return manifest
-
-
-def _file_names(manifest_bytes: bytes) -> list[str]:
-    files = _manifest(manifest_bytes).get("files")
-    if not isinstance(files, dict):
-        raise BundleError("manifest lacks files")
-    for name in files:
-        if "/" in name or name.startswith(".") or not name.endswith(ALLOWED_SUFFIXES):
-            raise BundleError(f"file name {name!r} not allowed in a bundle")
-    return list(files)
 
 
 def _verify_dir(path: Path, manifest_bytes: bytes, key: bytes | None) -> Bundle:

@@ -13,12 +13,9 @@ import math
 from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from router_client.config import ClassifierConfig, PoolConfig
-
-if TYPE_CHECKING:
-    from router_client.router import RequestInfo
+from router_client.request import RequestInfo
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from router_client.config import PoolConfig
+from shared.features import FeatureRow, feature_row
 
-Row = dict[str, float | int | str]
+Row = FeatureRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +92,13 @@ class EndpointState:
 
     # -- features ---------------------------------------------------------------------------
     def feature_rows(self, pool: PoolConfig, prompt_tokens: int, prefix_scores: Sequence[float]) -> list[Row]:
-        """The eleven contract fields per pod of ``pool`` (num_tokens_generated = 1, as the EPP sends)."""
+        """The contract fields per pod of ``pool`` (num_tokens_generated = 1, as the EPP sends; what the
+        router does not measure — decode tokens in flight, encoder sizes — keeps its default)."""
         snap = self._snapshot
         rows: list[Row] = []
         for pod, prefix in zip(pool.pods, prefix_scores, strict=True):
             m = snap[pod]
-            rows.append({
+            rows.append(feature_row({
                 "kv_cache_percentage": min(max(m.kv_cache, 0.0), 1.0),
                 "input_token_length": prompt_tokens,
                 "num_request_waiting": m.waiting,
@@ -105,8 +107,5 @@ class EndpointState:
                 "prefix_cache_score": prefix,
                 "pod_type": pool.pod_type,
                 "prefill_tokens_in_flight": max(self._prefill[pod], 0),
-                "decode_tokens_in_flight": 0,
-                "encoder_input_size": 0,
-                "encoder_matched_size": 0,
-            })
+            }))
         return rows

@@ -11,7 +11,6 @@ is dropped (counted), any other failure puts it back for the next flush.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -20,6 +19,7 @@ from typing import Any
 import httpx
 import orjson
 
+from router_client.background import BackgroundLoop
 from router_client.config import ReporterConfig
 from router_client.live_metrics import RouterMetrics
 
@@ -48,7 +48,7 @@ class SampleReporter:
         self._cfg = cfg
         self._metrics = metrics
         self._buffers: dict[str, deque[Row]] = {pool: deque() for pool in self._urls}
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop("router-reporter", self.flush, cfg.flush_interval_s, step_first=False)
         self.dropped = 0
 
     def add(self, pool: str, row: Row) -> None:
@@ -68,20 +68,11 @@ class SampleReporter:
         return len(buf) if buf is not None else 0
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="router-reporter")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
         await self.flush()
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self._cfg.flush_interval_s)
-            await self.flush()
 
     async def flush(self) -> None:
         """Send each pool's oldest rows (up to ``max_flush_rows``) to its trainer."""

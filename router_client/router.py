@@ -29,31 +29,15 @@ from router_client.pipeline import DecisionCore, Outcome
 from router_client.predictor_client import PredictorClient
 from router_client.prefix_index import PrefixIndex, text_block_hashes
 from router_client.reporter import SampleReporter, training_row
+from router_client.request import RequestInfo
 from router_client.scheduling.contracts import Candidate, SchedulingRequest
 from router_client.scraper import MetricsScraper
+
+__all__ = ["Decision", "RequestInfo", "Router"]
 
 log = logging.getLogger(__name__)
 
 Features = dict[str, float | int | str]
-
-
-@dataclass(frozen=True)
-class RequestInfo:
-    """What the router knows about a request before dispatch."""
-
-    route: str
-    """"/v1/completions" or "/v1/chat/completions" (any string: it keys the bytes/token EMA)."""
-    body_bytes: int
-    prompt_tokens: int | None = None
-    """Exact prompt tokens when known; otherwise estimated from ``body_bytes``."""
-    max_tokens: int | None = None
-    prefix_text: str = ""
-    """Text hashed for the prefix index (system prompt + messages, or the prompt)."""
-    system_prompt_hash: str | None = None
-    slo_ttft_ms: float | None = None
-    slo_tpot_ms: float | None = None
-    sheddable: bool = False
-    request_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ shares the proxy's event loop, and httpx cost ~14 % of the proxy's CPU here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 
+from router_client.background import BackgroundLoop
 from router_client.config import ScraperConfig
 from router_client.endpoints import EndpointState, PodMetrics
 from router_client.http1 import Http1Error, Http1Pool
@@ -68,17 +68,13 @@ class MetricsScraper:
         self._state = state
         self._cfg = cfg
         self._metrics = metrics
-        self._task: asyncio.Task[None] | None = None
+        self._loop = BackgroundLoop("router-scraper", self.scrape_once, cfg.interval_s)
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="router-scraper")
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
 
     async def scrape_once(self) -> None:
         pods = self._state.pods
@@ -100,8 +96,3 @@ class MetricsScraper:
             self._metrics.scrape_error(pod, "status")
             return None
         return to_pod_metrics(parse_vllm_metrics(body.decode("utf-8", "replace")), self._state.now())
-
-    async def _loop(self) -> None:
-        while True:
-            await self.scrape_once()
-            await asyncio.sleep(self._cfg.interval_s)

@@ -10,6 +10,11 @@ Layout on disk (``root`` is the trainer's bundle directory or a shared volume)::
 ``write_bundle`` writes into a temp dir, fsyncs, then renames it into place and only then
 moves ``CURRENT``. ``verify_bundle`` checks every listed hash (and the HMAC when a key is
 given) before anything is returned; a reader never sees a half-written bundle.
+
+This module is the one owner of the artifact format: ``encode_model`` turns a fitted booster
+into its file bytes and manifest entry, ``assemble`` builds (and signs) a manifest around a set
+of models, ``parse_manifest`` / ``manifest_files`` read one, ``base_score`` reads XGBoost's
+intercept. Trainer, replay, predictor and benchmarks all go through these.
 """
 
 from __future__ import annotations
@@ -18,13 +23,14 @@ import hashlib
 import hmac
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import orjson
+import xgboost as xgb
 
 from shared.errors import BundleError
 from shared.features import FEATURE_SPEC_VERSION
@@ -34,6 +40,9 @@ BUNDLE_FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
 ALLOWED_SUFFIXES = (".ubj", ".json")
+MODEL_SUFFIX = ".ubj"
+ModelFiles = Mapping[str, tuple[bytes, Mapping[str, Any]]]
+"""model name → (file bytes, manifest entry)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,39 @@ def build_manifest(version: int, created_at: str, models: Mapping[str, Mapping[s
     if key:
         manifest["hmac_sha256"] = sign(manifest, key)
     return manifest
+
+
+def base_score(booster: xgb.Booster) -> list[float]:
+    """XGBoost's intercept(s) (``learner_model_param.base_score``: ``"1.35E2"`` or ``"[1.35E2,...]"``)."""
+    text = orjson.loads(booster.save_config())["learner"]["learner_model_param"]["base_score"]
+    return parse_base_score(text)
+
+
+def parse_base_score(text: Any) -> list[float]:
+    return [float(v) for v in str(text).strip("[]").split(",") if v.strip()]
+
+
+def encode_model(booster: xgb.Booster, name: str, features: Sequence[str],
+                 entry: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
+    """A fitted booster as bundle file bytes (UBJSON) plus its manifest entry (``entry`` extended with
+    ``file``, ``features`` and ``base_score`` — the intercept the tree dump lacks)."""
+    out = {**entry, "file": f"{name}{MODEL_SUFFIX}", "features": list(features),
+           "base_score": base_score(booster)[0]}
+    return bytes(booster.save_raw("ubj")), out
+
+
+def assemble(version: int, created_at: str, models: ModelFiles, meta: Mapping[str, Any],
+             key: bytes | None) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """(manifest, files) of a bundle holding ``models``; signed when ``key`` is given."""
+    files = {entry["file"]: data for data, entry in models.values()}
+    entries = {name: entry for name, (_, entry) in models.items()}
+    return build_manifest(version, created_at, entries, files, meta, key), files
+
+
+def in_memory(manifest: Mapping[str, Any], files: Mapping[str, bytes], key: bytes | None = None) -> Bundle:
+    """A verified ``Bundle`` that never touches the disk (e.g. the replay's in-process models)."""
+    data = orjson.dumps(manifest)
+    return verify_bundle(data, lambda name: files[name], key)
 
 
 def _fsync_write(path: Path, data: bytes) -> None:
@@ -149,19 +191,48 @@ def _check_hmac(manifest: Mapping[str, Any], key: bytes | None) -> None:
         raise BundleError("bundle HMAC signature missing or wrong")
 
 
-def verify_bundle(manifest_bytes: bytes, read_file: Callable[[str], bytes], key: bytes | None) -> Bundle:
-    """Parse and verify a manifest and every file it lists; raise ``BundleError`` otherwise."""
+def parse_manifest(manifest_bytes: bytes) -> dict[str, Any]:
+    """The manifest as a JSON object (not yet verified); ``BundleError`` otherwise."""
     try:
         manifest = orjson.loads(manifest_bytes)
     except orjson.JSONDecodeError as exc:
         raise BundleError(f"manifest is not JSON: {exc}") from None
+    if not isinstance(manifest, dict):
+        raise BundleError("manifest is not a JSON object")
+    return manifest
+
+
+def manifest_version(manifest_bytes: bytes) -> int | None:
+    """The integer ``version`` of a manifest, or None when it is unreadable or has none."""
+    try:
+        version = parse_manifest(manifest_bytes).get("version")
+    except BundleError:
+        return None
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
+
+
+def check_file_name(name: str) -> str:
+    if "/" in name or name.startswith(".") or not name.endswith(ALLOWED_SUFFIXES):
+        raise BundleError(f"file name {name!r} not allowed in a bundle")
+    return name
+
+
+def manifest_files(manifest_bytes: bytes) -> list[str]:
+    """The file names a manifest lists (each checked: no paths, no hidden files, model suffixes only)."""
+    files = parse_manifest(manifest_bytes).get("files")
+    if not isinstance(files, dict):
+        raise BundleError("manifest lacks files")
+    return [check_file_name(name) for name in files]
+
+
+def verify_bundle(manifest_bytes: bytes, read_file: Callable[[str], bytes], key: bytes | None) -> Bundle:
+    """Parse and verify a manifest and every file it lists; raise ``BundleError`` otherwise."""
+    manifest = parse_manifest(manifest_bytes)
     _check_header(manifest)
     _check_hmac(manifest, key)
     files: dict[str, bytes] = {}
     for name, meta in manifest["files"].items():
-        if "/" in name or name.startswith(".") or not name.endswith(ALLOWED_SUFFIXES):
-            raise BundleError(f"file name {name!r} not allowed in a bundle")
-        data = read_file(name)
+        data = read_file(check_file_name(name))
         if len(data) != meta.get("size") or sha256(data) != meta.get("sha256"):
             raise BundleError(f"{name}: sha256/size mismatch")
         files[name] = data

@@ -32,8 +32,6 @@ class Bounds:
 
 
 def _err(kind: str, loc: list[Any], msg: str, value: Any, ctx: dict[str, Any] | None = None) -> dict[str, Any]:
-    if isinstance(value, int) and not -(2**63) <= value < 2**64:
-        value = str(value)  # JSON encoders refuse integers beyond 64 bits; echo the digits instead
     out: dict[str, Any] = {"type": kind, "loc": loc, "msg": msg, "input": value}
     if ctx is not None:
         out["ctx"] = ctx

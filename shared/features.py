@@ -17,6 +17,10 @@ import numpy as np
 FEATURE_SPEC_VERSION = 1
 
 
+POD_TYPE_OTHER = 3
+"""``pod_type_cat`` of a pod_type string outside the known roles."""
+
+
 class FieldKind(StrEnum):
     INT = "int"
     FLOAT = "float"
@@ -25,25 +29,39 @@ class FieldKind(StrEnum):
 
 @dataclass(frozen=True)
 class RawField:
-    """One request field: its JSON type, default when optional, and valid range."""
+    """One request field: its JSON type, default when optional, valid range and typical range.
+
+    ``typical`` is the range a healthy pod shows (the prior's synthetic grid draws from it, and
+    smoke rows take its midpoint); ``idle_share`` is the share of grid rows where the value is 0
+    (e.g. half the pods have no queue). Neither limits what a client may send.
+    """
 
     name: str
     kind: FieldKind
     required: bool
     default: float = 0.0
     upper: float | None = None
+    typical: tuple[float, float] = (0.0, 0.0)
+    idle_share: float = 0.0
+
+    @property
+    def wire_default(self) -> float | int | str:
+        """The default as a client would send it (``""`` for pod_type)."""
+        if self.kind is FieldKind.POD_TYPE:
+            return ""
+        return int(self.default) if self.kind is FieldKind.INT else float(self.default)
 
 
 FEATURE_FIELDS: tuple[RawField, ...] = (
-    RawField("kv_cache_percentage", FieldKind.FLOAT, True, upper=1.0),
-    RawField("input_token_length", FieldKind.INT, True),
-    RawField("num_request_waiting", FieldKind.INT, True),
-    RawField("num_request_running", FieldKind.INT, True),
+    RawField("kv_cache_percentage", FieldKind.FLOAT, True, upper=1.0, typical=(0.0, 1.0)),
+    RawField("input_token_length", FieldKind.INT, True, typical=(0, 32_768)),
+    RawField("num_request_waiting", FieldKind.INT, True, typical=(0, 64), idle_share=0.5),
+    RawField("num_request_running", FieldKind.INT, True, typical=(0, 256)),
     RawField("num_tokens_generated", FieldKind.INT, True),
-    RawField("prefix_cache_score", FieldKind.FLOAT, True, upper=1.0),
-    RawField("pod_type", FieldKind.POD_TYPE, False),
-    RawField("prefill_tokens_in_flight", FieldKind.INT, False),
-    RawField("decode_tokens_in_flight", FieldKind.INT, False),
+    RawField("prefix_cache_score", FieldKind.FLOAT, True, upper=1.0, typical=(0.0, 1.0)),
+    RawField("pod_type", FieldKind.POD_TYPE, False, typical=(0, POD_TYPE_OTHER + 1)),
+    RawField("prefill_tokens_in_flight", FieldKind.INT, False, typical=(0, 65_536)),
+    RawField("decode_tokens_in_flight", FieldKind.INT, False, typical=(0, 200_000)),
     RawField("encoder_input_size", FieldKind.INT, False),
     RawField("encoder_matched_size", FieldKind.INT, False),
 )
@@ -55,7 +73,6 @@ RAW_FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in FEATURE_FIELDS)
 
 # pod_type → pod_type_cat. Contract §2.1: any string is accepted. "" / null is a monolithic
 # pod; llm-d role labels that serve whole requests map to it too; unknown roles → OTHER.
-POD_TYPE_OTHER = 3
 POD_TYPE_CODES: Mapping[str, int] = MappingProxyType(
     {
         "": 0,
@@ -153,3 +170,67 @@ class FeatureSpec:
 
 MODEL_NAMES: tuple[str, ...] = ("ttft", "tpot")
 TARGET_OF: Mapping[str, str] = MappingProxyType({"ttft": "actual_ttft_ms", "tpot": "actual_tpot_ms"})
+
+
+# -- row and column builders: every producer of feature rows goes through these, so a new field
+# -- is added here once and every builder (router, replay, prior, smoke rows) carries it.
+
+FeatureRow = dict[str, float | int | str]
+
+
+def feature_row(values: Mapping[str, float | int | str]) -> FeatureRow:
+    """A PredictionRequest row (wire form) from measured ``values``; absent optional fields get
+    their default. A missing required field or an unknown name is a caller bug: ``KeyError``."""
+    unknown = set(values) - set(RAW_FEATURE_NAMES)
+    if unknown:
+        raise KeyError(f"unknown feature fields {sorted(unknown)}")
+    row: FeatureRow = {}
+    for f in FEATURE_FIELDS:
+        if f.name in values:
+            row[f.name] = values[f.name]
+        elif f.required:
+            raise KeyError(f"required feature field {f.name!r} missing")
+        else:
+            row[f.name] = f.wire_default
+    return row
+
+
+def feature_columns(values: Mapping[str, np.ndarray | float], n: int) -> dict[str, np.ndarray]:
+    """Raw float64 columns (pod_type as its code) for ``n`` rows: arrays are taken as they are,
+    scalars broadcast, absent optional fields default. Same rules as :func:`feature_row`."""
+    unknown = set(values) - set(RAW_FEATURE_NAMES)
+    if unknown:
+        raise KeyError(f"unknown feature fields {sorted(unknown)}")
+    cols: dict[str, np.ndarray] = {}
+    for f in FEATURE_FIELDS:
+        if f.name not in values and f.required:
+            raise KeyError(f"required feature field {f.name!r} missing")
+        value = values.get(f.name, f.default)
+        cols[f.name] = np.broadcast_to(np.asarray(value, dtype=np.float64), (n,)).copy()
+    return cols
+
+
+def typical_columns(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """``n`` rows drawn over every field's typical range (ints half-open), ``idle_share`` of them 0."""
+    cols: dict[str, np.ndarray] = {}
+    for f in FEATURE_FIELDS:
+        low, high = f.typical
+        if low == high:
+            cols[f.name] = np.full(n, float(low))
+            continue
+        idle = rng.random(n) < f.idle_share if f.idle_share else None
+        if f.kind is FieldKind.FLOAT:
+            drawn = rng.uniform(low, high, n)
+        else:
+            drawn = rng.integers(int(low), int(high), n).astype(np.float64)
+        cols[f.name] = drawn if idle is None else np.where(idle, 0.0, drawn)
+    return cols
+
+
+def smoke_columns() -> dict[str, np.ndarray]:
+    """One plausible row (the midpoint of every typical range, whole numbers for ints and codes)."""
+    cols: dict[str, np.ndarray] = {}
+    for f in FEATURE_FIELDS:
+        mid = sum(f.typical) / 2.0
+        cols[f.name] = np.array([mid if f.kind is FieldKind.FLOAT else float(int(mid))])
+    return cols

@@ -1,4 +1,5 @@
-"""Request bodies: bytes → JSON with FastAPI-shaped errors (json_invalid, missing).
+"""JSON in and out: request bodies → values with FastAPI-shaped errors (json_invalid, missing),
+and the one response encoder (``dumps``).
 
 orjson rejects NaN / Infinity literals and overflowing exponents outright. So that a 422 can
 name the offending *field* (not just "invalid JSON"), a body orjson refuses is re-read by the
@@ -21,6 +22,28 @@ def _json_invalid(exc: json.JSONDecodeError) -> RequestValidationFailed:
         "type": "json_invalid", "loc": ["body", exc.pos], "msg": "JSON decode error",
         "input": {}, "ctx": {"error": exc.msg},
     }])
+
+
+INT_RANGE = (-(2**63), 2**64)
+"""Integers orjson encodes; anything outside (e.g. a 400-digit number echoed in a 422) is sent as its digits."""
+
+
+def dumps(value: Any) -> bytes:
+    """orjson bytes of ``value``; NaN/Infinity become null (never invalid JSON), out-of-range integers strings."""
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return orjson.dumps(_encodable(value), default=str)
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _encodable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encodable(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and not INT_RANGE[0] <= value < INT_RANGE[1]:
+        return str(value)
+    return value
 
 
 def parse_json(body: bytes) -> Any:

@@ -15,7 +15,7 @@ import xgboost as xgb
 
 from shared.bundle import Bundle
 from shared.errors import BundleError
-from shared.features import MODEL_NAMES, FeatureSpec
+from shared.features import MODEL_NAMES, FeatureSpec, smoke_columns
 
 
 @dataclass(frozen=True)
@@ -86,14 +86,7 @@ def load_bundle(bundle: Bundle, expected: FeatureSpec | None = None, nthread: in
 
 
 def _smoke(loaded: LoadedBundle) -> None:
-    cols = {name: np.array([1.0]) for name in ("kv_cache_percentage", "input_token_length",
-                                                "num_request_waiting", "num_request_running",
-                                                "num_tokens_generated", "prefix_cache_score", "pod_type",
-                                                "prefill_tokens_in_flight", "decode_tokens_in_flight",
-                                                "encoder_input_size", "encoder_matched_size")}
-    cols["kv_cache_percentage"] = np.array([0.5])
-    cols["prefix_cache_score"] = np.array([0.0])
-    cols["pod_type"] = np.array([0.0])
+    cols = smoke_columns()
     for name in MODEL_NAMES:
         value = loaded.predict(name, cols)
         if value.shape != (1,) or not np.isfinite(value).all():

@@ -10,7 +10,6 @@ requests, decode tokens in flight or KV usage.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -83,12 +82,6 @@ def fit_booster(spec: FeatureSpec, name: str, rows: Rows, params: FitParams) -> 
     dtrain = xgb.QuantileDMatrix(x, y, weight=weight, feature_names=list(features), max_bin=params.max_bin,
                                  nthread=params.nthread)
     return xgb.train(params.booster_params(name, features), dtrain, num_boost_round=params.rounds)
-
-
-def base_score(booster: xgb.Booster) -> float:
-    """The model's intercept (``learner_model_param.base_score``), e.g. ``"[1.35E2]"`` in XGBoost 3."""
-    text = json.loads(booster.save_config())["learner"]["learner_model_param"]["base_score"]
-    return float(str(text).strip("[]").split(",")[0])
 
 
 def importances(booster: xgb.Booster, features: tuple[str, ...]) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """One model fitted for publication: its file bytes, holdout predictions and manifest entry.
 
 Shared by the retrain cycle (``trainer.cycle``) and the replay's in-process retrainer
-(``router_client.replay.retrainer``), so both publish exactly the same kind of model.
+(``sim.policies.retrainer``), so both publish exactly the same kind of model.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from shared.bundle import encode_model
 from shared.features import FeatureSpec
 from trainer.calibrate import calibrate
-from trainer.fit import FitParams, base_score, design, fit_booster, importances
+from trainer.fit import FitParams, design, fit_booster, importances
 from trainer.window import Rows
 
 
@@ -40,10 +41,9 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, holdout: Rows, params: 
     raw = np.asarray(booster.inplace_predict(x_hold), dtype=np.float64).reshape(-1) if len(holdout) \
         else np.empty(0)
     features = spec.columns(name)
-    entry = {"file": f"{name}.ubj", "features": list(features), "quantiles": [params.alpha],
-             "objective": params.objective,
-             "calibration": calibrate(raw, y_hold, params.alpha, params.objective).as_dict(),
-             "training_rows": len(train), "holdout_rows": len(holdout), "base_score": base_score(booster),
-             "importances": importances(booster, features), "fit_seconds": round(fit_seconds, 4),
-             "fit_cpu_seconds": round(fit_cpu_seconds, 4), "prior": False}
-    return FittedModel(name, bytes(booster.save_raw("ubj")), raw, y_hold, entry, fit_seconds)
+    data, entry = encode_model(booster, name, features, {
+        "quantiles": [params.alpha], "objective": params.objective,
+        "calibration": calibrate(raw, y_hold, params.alpha, params.objective).as_dict(),
+        "training_rows": len(train), "holdout_rows": len(holdout), "importances": importances(booster, features),
+        "fit_seconds": round(fit_seconds, 4), "fit_cpu_seconds": round(fit_cpu_seconds, 4), "prior": False})
+    return FittedModel(name, data, raw, y_hold, entry, fit_seconds)

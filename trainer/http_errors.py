@@ -3,7 +3,7 @@
 Domain errors (shared.errors.LatencyError) carry their status; FastAPI's own validation
 errors (query/path parameters) keep the contract's 422 shape; anything unexpected becomes a
 500 ``{"detail": ...}`` after being logged with its traceback. Bodies are encoded with orjson
-(NaN/Infinity become null — never invalid JSON); integers beyond 64 bits are sent as strings.
+(``shared.jsonbody.dumps``: never invalid JSON; integers beyond 64 bits are sent as strings).
 """
 
 from __future__ import annotations
@@ -11,40 +11,23 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.responses import Response
 
 from shared.errors import LatencyError, Unauthorized
+from shared.jsonbody import dumps
 
 log = logging.getLogger(__name__)
 ROUTE_FAILURE = {"/add_training_data_bulk": "Failed to add training data in bulk", "/predict": "Internal error "
                  "during prediction"}
 
 
-def _sanitize(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _sanitize(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_sanitize(v) for v in value]
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 1 << 63:
-        return str(value)
-    return value
-
-
-def json_bytes(content: Any) -> bytes:
-    try:
-        return orjson.dumps(content)
-    except orjson.JSONEncodeError:
-        return orjson.dumps(_sanitize(content), default=str)
-
-
 class JSONBytesResponse(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return json_bytes(content)
+        return dumps(content)
 
 
 def error_response(exc: LatencyError) -> JSONBytesResponse:

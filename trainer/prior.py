@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import xgboost as xgb
 
-from shared.features import MODEL_NAMES, FeatureSpec
-from trainer.fit import base_score
+from shared.bundle import encode_model
+from shared.features import MODEL_NAMES, FeatureSpec, typical_columns
 
 GRID_ROWS = 4000
 P90_FACTOR = 1.3
@@ -37,21 +37,8 @@ FORMULA = {
 
 
 def grid_columns(n: int = GRID_ROWS, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    cols = {
-        "kv_cache_percentage": rng.uniform(0, 1, n),
-        "input_token_length": rng.integers(0, 32_768, n).astype(np.float64),
-        "num_request_waiting": np.where(rng.random(n) < 0.5, 0, rng.integers(0, 64, n)).astype(np.float64),
-        "num_request_running": rng.integers(0, 256, n).astype(np.float64),
-        "num_tokens_generated": np.zeros(n),
-        "prefix_cache_score": rng.uniform(0, 1, n),
-        "pod_type": rng.integers(0, 4, n).astype(np.float64),
-        "prefill_tokens_in_flight": rng.integers(0, 65_536, n).astype(np.float64),
-        "decode_tokens_in_flight": rng.integers(0, 200_000, n).astype(np.float64),
-        "encoder_input_size": np.zeros(n),
-        "encoder_matched_size": np.zeros(n),
-    }
-    return cols
+    """Every feature over its typical range (``shared.features.typical_columns``), deterministic."""
+    return typical_columns(n, np.random.default_rng(seed))
 
 
 def prior_targets(name: str, cols: dict[str, np.ndarray]) -> np.ndarray:
@@ -74,8 +61,7 @@ def fit_prior(spec: FeatureSpec, nthread: int = 1) -> dict[str, tuple[bytes, dic
         dtrain = xgb.DMatrix(spec.matrix(name, cols), prior_targets(name, cols), feature_names=list(features))
         booster = xgb.train({"objective": "reg:squarederror", "max_depth": 5, "eta": 0.3, "tree_method": "hist",
                              "nthread": nthread, "seed": 0}, dtrain, num_boost_round=60)
-        entry = {"file": f"{name}.ubj", "features": list(features), "training_rows": 0, "holdout_rows": 0,
-                 "calibration": {"scale": 1.0, "offset": 0.0}, "metrics": {}, "prior": True,
-                 "prior_formula": FORMULA[name], "base_score": base_score(booster)}
-        out[name] = (bytes(booster.save_raw("ubj")), entry)
+        out[name] = encode_model(booster, name, features, {
+            "training_rows": 0, "holdout_rows": 0, "calibration": {"scale": 1.0, "offset": 0.0}, "metrics": {},
+            "prior": True, "prior_formula": FORMULA[name]})
     return out

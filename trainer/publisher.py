@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from shared.bundle import Bundle, build_manifest, current_version, read_bundle, version_dir, write_bundle
+from shared.bundle import Bundle, ModelFiles, assemble, current_version, read_bundle, version_dir, write_bundle
 from shared.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
@@ -35,13 +35,11 @@ class Publisher:
     def live_version(self) -> int | None:
         return current_version(self.root)
 
-    def publish(self, models: Mapping[str, tuple[bytes, Mapping[str, Any]]], meta: Mapping[str, Any]) -> Bundle:
+    def publish(self, models: ModelFiles, meta: Mapping[str, Any]) -> Bundle:
         """Write version N+1 with ``models`` (name → (file bytes, manifest entry)), make it live, prune."""
         self.root.mkdir(parents=True, exist_ok=True)
         version = max([self._highest, *self.versions(), self.live_version() or 0]) + 1
-        files = {entry["file"]: data for data, entry in models.values()}
-        entries = {name: entry for name, (_, entry) in models.items()}
-        manifest = build_manifest(version, rfc3339(), entries, files, meta, self.key)
+        manifest, files = assemble(version, rfc3339(), models, meta, self.key)
         path = write_bundle(self.root, manifest, files)
         self.observe(version)
         self.prune()

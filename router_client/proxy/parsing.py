@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from router_client.proxy.errors import InvalidRequest
-from router_client.router import RequestInfo
+from router_client.request import RequestInfo
 
 SLO_TTFT_HEADER = "x-llm-d-slo-ttft-ms"
 SLO_TPOT_HEADER = "x-llm-d-slo-tpot-ms"

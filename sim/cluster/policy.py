@@ -21,23 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-FEATURE_FIELDS: tuple[str, ...] = (
-    "kv_cache_percentage",
-    "input_token_length",
-    "num_request_waiting",
-    "num_request_running",
-    "num_tokens_generated",
-    "prefix_cache_score",
-    "pod_type",
-    "prefill_tokens_in_flight",
-    "decode_tokens_in_flight",
-    "encoder_input_size",
-    "encoder_matched_size",
-)
-"""The eleven PredictionRequest fields of the llm-d wire contract (section 2.1), in order."""
+from shared.features import RAW_FEATURE_NAMES, TARGET_FIELDS, FeatureRow, feature_row
 
-TARGET_FIELDS: tuple[str, ...] = ("actual_ttft_ms", "actual_tpot_ms")
-TRAINING_FIELDS: tuple[str, ...] = FEATURE_FIELDS + TARGET_FIELDS
+FEATURE_FIELDS: tuple[str, ...] = RAW_FEATURE_NAMES
+"""The PredictionRequest fields of the llm-d wire contract (section 2.1), in order (``shared.features``)."""
+
+TRAINING_FIELDS: tuple[str, ...] = FEATURE_FIELDS + tuple(f.name for f in TARGET_FIELDS)
 """Keys of a TrainingEntry row (section 2.2) as written by the replay."""
 
 
@@ -81,9 +70,10 @@ class PodSnapshot:
     """Router-side index: matched leading blocks / prompt blocks, 0..1."""
     pod_type: str = ""
 
-    def features(self, request: RequestView, num_tokens_generated: int = 1) -> dict[str, float | int | str]:
-        """The eleven contract fields exactly as a router sends them for this (request, pod)."""
-        return {
+    def features(self, request: RequestView, num_tokens_generated: int = 1) -> FeatureRow:
+        """The contract fields exactly as a router sends them for this (request, pod); fields a router
+        does not measure (decode tokens in flight, encoder sizes) keep their defaults."""
+        return feature_row({
             "kv_cache_percentage": self.metrics.kv_cache_usage,
             "input_token_length": request.prompt_tokens,
             "num_request_waiting": self.metrics.num_requests_waiting,
@@ -92,10 +82,7 @@ class PodSnapshot:
             "prefix_cache_score": self.prefix_cache_score,
             "pod_type": self.pod_type,
             "prefill_tokens_in_flight": self.prefill_tokens_in_flight,
-            "decode_tokens_in_flight": 0,
-            "encoder_input_size": 0,
-            "encoder_matched_size": 0,
-        }
+        })
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,15 @@ import importlib
 from sim.cluster.builtin import BUILTIN_POLICIES
 from sim.cluster.policy import Policy, PolicyContext, PolicyFactory
 from sim.engine.errors import ConfigError
+from sim.policies import PIPELINE_POLICIES
 
 
 class PolicyRegistry:
     def __init__(self, with_builtins: bool = True) -> None:
         self._factories: dict[str, PolicyFactory] = {}
         if with_builtins:
-            for name, cls in BUILTIN_POLICIES.items():
-                self.register(name, cls)
+            for name, factory in {**BUILTIN_POLICIES, **PIPELINE_POLICIES}.items():
+                self.register(name, factory)
 
     def register(self, name: str, factory: PolicyFactory, *, replace: bool = False) -> None:
         if not name or "," in name:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 from demo.procs import LOOPBACK, ProcessSet, free_port
 from demo.prom import metric_value as _metric
 from router_client.config import RouterConfig
+from tests.waiting import wait_for
 
 Serve = Callable[[RouterConfig], Any]
 Pods = Any
@@ -53,11 +53,13 @@ def test_injected_usage_chunk_is_stripped(proxy: RunningProxy) -> None:
     body = {"model": "m", "prompt": "x" * 400, "stream": True, "output_tokens": 9}
     with httpx.Client(timeout=30) as client:
         resp, events = _stream(client, proxy.url + "/v1/completions", body)
-        metrics = client.get(proxy.url + "/metrics").text
-    chunks = [orjson.loads(e) for e in events[:-1]]
-    assert events[-1] == b"[DONE]" and len(chunks) == 9
-    assert all(c["choices"] and "usage" not in c for c in chunks)
-    assert _metric(metrics, "inference_objective_output_tokens_sum", pool="short") >= 9
+        chunks = [orjson.loads(e) for e in events[:-1]]
+        assert events[-1] == b"[DONE]" and len(chunks) == 9
+        assert all(c["choices"] and "usage" not in c for c in chunks)
+        # the proxy records the finished stream after the client has read [DONE]: wait for it
+        wait_for(lambda: _metric(client.get(proxy.url + "/metrics").text,
+                                 "inference_objective_output_tokens_sum", pool="short") >= 9,
+                 what="output tokens of the finished stream in /metrics")
 
 
 def test_non_streaming_and_long_pool(proxy: RunningProxy, pods: Pods) -> None:
@@ -106,10 +108,7 @@ def test_client_disconnect_releases_in_flight(proxy: RunningProxy) -> None:
         pod = r.headers["x-routed-pod"]
         next(r.iter_lines())
     router = proxy.state.router
-    deadline = time.monotonic() + 10
-    while router.in_flight(pod) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert router.in_flight(pod) == 0
+    wait_for(lambda: router.in_flight(pod) == 0, what="in-flight released after the client disconnected")
 
 
 def test_models_health_and_metrics(proxy: RunningProxy) -> None:

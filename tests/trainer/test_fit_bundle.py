@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from shared.bundle import MANIFEST, read_bundle, read_current, version_dir
+from shared.bundle import MANIFEST, base_score, encode_model, read_bundle, read_current, version_dir
 from shared.errors import BundleError
 from shared.features import FeatureSpec
 from shared.model import load_bundle
 from trainer.calibrate import Calibration, calibrate, conformal_scale, cross_calibrated
 from trainer.cycle import bundle_meta
 from trainer.evaluate import pinball, score
-from trainer.fit import FitParams, base_score, fit_booster, training_columns
+from trainer.fit import FitParams, fit_booster, training_columns
 from trainer.prior import fit_prior, grid_columns
 from trainer.publisher import Publisher
 from trainer.store import STORED_FIELDS
@@ -39,9 +39,9 @@ def test_tiny_real_quantile_fit_is_calibrated(tmp_path: Path) -> None:
     params = FitParams(rounds=30, nthread=1)
     train, hold = window_rows(3000, 1), window_rows(2000, 2)
     booster = fit_booster(SPEC, "ttft", train, params)
-    path = tmp_path / "ttft.ubj"
-    path.write_bytes(bytes(booster.save_raw("ubj")))
-    assert path.stat().st_size > 0 and base_score(booster) > 0
+    data, entry = encode_model(booster, "ttft", SPEC.columns("ttft"), {})
+    assert entry["file"] == "ttft.ubj" and entry["features"] == list(SPEC.columns("ttft"))
+    assert data and entry["base_score"] > 0 and base_score(booster) == [entry["base_score"]]
     x = SPEC.matrix("ttft", training_columns("ttft", hold, True))
     raw = np.asarray(booster.inplace_predict(x))
     y = hold.column("actual_ttft_ms")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from trainer.store import STORED_FIELDS, FlushRecord, LogLimits, RowsRecord, SampleLog
+from trainer.store import STORED_FIELDS, FlushRecord, Layout, LogLimits, RowsRecord, SampleLog, record
 
 
 def matrix(n: int, start: float = 0.0) -> np.ndarray:
@@ -93,3 +94,37 @@ def test_full_flush_drops_older_segments(tmp_path: Path) -> None:
     assert log.rows == 0
     log.close()
     assert [type(r) for r in open_log(tmp_path)[1]] == [FlushRecord]
+
+
+def test_rows_survive_a_spec_with_one_more_column(tmp_path: Path) -> None:
+    """Upgrading to a feature spec with a twelfth field keeps every stored row (new field = its default)."""
+    log, _ = open_log(tmp_path)
+    log.append_rows(matrix(3))
+    log.append_rows(matrix(2, 500))
+    log.close()
+    wider = Layout(fields=(*STORED_FIELDS[:-2], "pod_class", *STORED_FIELDS[-2:]),
+                   defaults={"pod_class": 7.0})
+    log2 = SampleLog(tmp_path, LogLimits(), wider)
+    records = list(log2.replay())
+    assert sum(r.n_rows for r in records) == 5 and log2.rows == 5
+    got = np.vstack([r.matrix for r in records])
+    np.testing.assert_array_equal(got[:, -3], np.full(5, 7.0))
+    np.testing.assert_array_equal(np.delete(got, -3, axis=1), np.vstack([matrix(3), matrix(2, 500)]))
+    log2.append_rows(np.ones((1, len(wider.fields))))  # new rows carry the new layout ...
+    log2.close()
+    back = list(SampleLog(tmp_path, LogLimits()).replay())  # ... and a downgrade drops the extra column
+    assert sum(r.n_rows for r in back) == 6 and all(r.matrix.shape[1] == len(STORED_FIELDS) for r in back)
+
+
+def test_format_1_records_are_read_with_the_frozen_legacy_layout(tmp_path: Path) -> None:
+    rows = matrix(4)
+    body = np.ascontiguousarray(rows.T, dtype="<f8").tobytes()
+    payload = record.ROWS_HEAD.pack(0, 1.0, 4, len(record.LEGACY_V1_FIELDS)) + body
+    frame = record.HEADER.pack(record.MAGIC, record.KIND_ROWS, len(payload), zlib.crc32(payload)) + payload
+    (tmp_path / "seg-0000000000000000.log").write_bytes(frame)
+    log, records = open_log(tmp_path)
+    assert len(records) == 1 and records[0].names == record.LEGACY_V1_FIELDS
+    legacy = dict(zip(record.LEGACY_V1_FIELDS, rows.T, strict=True))
+    for j, name in enumerate(STORED_FIELDS):
+        np.testing.assert_array_equal(records[0].matrix[:, j], legacy[name])
+    assert log.next_seq == 4

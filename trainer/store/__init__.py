@@ -1,6 +1,6 @@
 """Durable, segmented, append-only sample log (see ``log.SampleLog``)."""
 
 from trainer.store.log import LogLimits, SampleLog
-from trainer.store.record import STORED_FIELDS, FlushRecord, RowsRecord
+from trainer.store.record import STORED_FIELDS, FlushRecord, Layout, RowsRecord
 
-__all__ = ["STORED_FIELDS", "FlushRecord", "LogLimits", "RowsRecord", "SampleLog"]
+__all__ = ["STORED_FIELDS", "FlushRecord", "Layout", "LogLimits", "RowsRecord", "SampleLog"]

@@ -3,7 +3,9 @@
 Segments are files ``seg-<first_seq>.log`` in one directory. ``append_rows`` writes one record
 with a single ``os.write`` and ``fdatasync`` (one group commit per request) before returning.
 ``replay`` scans every segment oldest → newest, truncates a torn or corrupt tail (a crash in
-the middle of a write) and yields the records so the trainer rebuilds its window. Retention
+the middle of a write) and yields the records so the trainer rebuilds its window. Records carry
+their column names: rows written under another feature spec are mapped onto the current layout
+(``record.Layout``), never mistaken for corruption. Retention
 drops whole oldest segments while the log holds more rows or bytes than configured; segments
 roll at a quarter of either limit so retention keeps at least three quarters of them.
 """
@@ -22,7 +24,7 @@ import numpy as np
 
 from shared.bundle import fsync_dir
 from shared.errors import StorageError
-from trainer.store.record import Record, RowsRecord, decode_at, encode_flush, encode_rows
+from trainer.store.record import CURRENT, Layout, Record, RowsRecord, decode_at, encode_flush, encode_rows
 
 log = logging.getLogger(__name__)
 PREFIX, SUFFIX = "seg-", ".log"
@@ -53,9 +55,10 @@ class Segment:
 class SampleLog:
     """Thread-safe; ``replay()`` must run (to the end) before the first append."""
 
-    def __init__(self, directory: Path, limits: LogLimits) -> None:
+    def __init__(self, directory: Path, limits: LogLimits, layout: Layout = CURRENT) -> None:
         self.directory = directory
         self.limits = limits
+        self.layout = layout
         self._segments: list[Segment] = []
         self._fd: int | None = None
         self._next_seq = 0
@@ -88,8 +91,9 @@ class SampleLog:
     def _scan(self, segment: Segment) -> Iterator[Record]:
         data = segment.path.read_bytes()
         offset = 0
+        mapped: set[tuple[str, ...]] = set()
         while offset < len(data):
-            decoded = decode_at(data, offset)
+            decoded = decode_at(data, offset, self.layout)
             if decoded is None:
                 log.warning("sample log %s: torn/corrupt record at byte %d of %d; truncating",
                             segment.path.name, offset, len(data))
@@ -97,12 +101,21 @@ class SampleLog:
                 break
             record, offset = decoded
             if isinstance(record, RowsRecord):
+                if record.names != self.layout.fields and record.names not in mapped:
+                    mapped.add(record.names)
+                    self._log_mapping(segment, record.names)
                 segment.rows += record.n_rows
                 self._next_seq = max(self._next_seq, record.first_seq + record.n_rows)
             else:
                 self._next_seq = max(self._next_seq, record.seq)
             yield record
         segment.bytes = offset
+
+    def _log_mapping(self, segment: Segment, names: tuple[str, ...]) -> None:
+        missing = [f for f in self.layout.fields if f not in names]
+        dropped = [f for f in names if f not in self.layout.fields]
+        log.info("sample log %s: rows stored with another column layout; mapped (defaults for %s, dropped %s)",
+                 segment.path.name, missing or "none", dropped or "none")
 
     def _create(self, first_seq: int) -> Segment:
         path = self.directory / f"{PREFIX}{first_seq:016d}{SUFFIX}"
@@ -131,7 +144,7 @@ class SampleLog:
         """Durably append rows (n, k); returns the sequence number of the first row."""
         with self._lock:
             first = self._next_seq
-            self._write(encode_rows(first, time.time(), matrix))
+            self._write(encode_rows(first, time.time(), matrix, self.layout.fields))
             self._segments[-1].rows += len(matrix)
             self._next_seq += len(matrix)
             self._maintain()

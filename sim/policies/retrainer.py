@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
-from shared.bundle import Bundle, build_manifest
+from shared.bundle import assemble, in_memory
 from shared.columns import to_columns
 from shared.features import MODEL_NAMES, FeatureSpec
 from shared.model import LoadedBundle, load_bundle
@@ -68,18 +68,15 @@ class InProcessRetrainer:
     def retrain(self) -> bool:
         """Fit and swap in a new bundle if both models have enough rows; True when swapped."""
         self._ingest()
-        models: dict[str, dict[str, object]] = {}
-        files: dict[str, bytes] = {}
+        models: dict[str, tuple[bytes, dict[str, Any]]] = {}
         for name in MODEL_NAMES:
             train, holdout = self.window.snapshot(name)
             if len(train) < self.settings.min_samples:
                 return False
             fitted = fit_model(self.spec, name, train, holdout, self.params)
-            files[f"{name}.ubj"] = fitted.data
-            models[name] = fitted.entry
+            models[name] = (fitted.data, fitted.entry)
         self.version += 1
-        manifest = build_manifest(self.version, rfc3339(), models, files,
-                                  bundle_meta(self.spec, self.params, prior=False), None)
-        bundle = Bundle(MappingProxyType(manifest), MappingProxyType(files))
-        self.model = load_bundle(bundle, self.spec, nthread=1)
+        manifest, files = assemble(self.version, rfc3339(), models, bundle_meta(self.spec, self.params, prior=False),
+                                   None)
+        self.model = load_bundle(in_memory(manifest, files), self.spec, nthread=1)
         return True

@@ -17,10 +17,11 @@ import numpy as np
 from router_client.classifier import PoolClassifier
 from router_client.config import PoolConfig, SloConfig
 from router_client.pipeline import DecisionCore
-from router_client.replay.options import ReplayOptions
-from router_client.replay.retrainer import InProcessRetrainer, RetrainSettings
 from router_client.scheduling.contracts import Candidate, SchedulingRequest
+from shared.columns import to_columns
 from sim.cluster.policy import Completion, Decision, PodSnapshot, PolicyContext, RequestView
+from sim.policies.options import ReplayOptions
+from sim.policies.retrainer import InProcessRetrainer, RetrainSettings
 
 _ROUTE = "/v1/completions"
 ALL = "all"
@@ -28,22 +29,8 @@ ALL = "all"
 
 
 def feature_columns(request: RequestView, pods: Sequence[PodSnapshot]) -> dict[str, np.ndarray]:
-    """The contract columns of every (request, pod) row, as a predictor would parse them."""
-    n = len(pods)
-    zeros = np.zeros(n)
-    return {
-        "kv_cache_percentage": np.array([p.metrics.kv_cache_usage for p in pods], dtype=np.float64),
-        "input_token_length": np.full(n, float(request.prompt_tokens)),
-        "num_request_waiting": np.array([p.metrics.num_requests_waiting for p in pods], dtype=np.float64),
-        "num_request_running": np.array([p.in_flight for p in pods], dtype=np.float64),
-        "num_tokens_generated": np.ones(n),
-        "prefix_cache_score": np.array([p.prefix_cache_score for p in pods], dtype=np.float64),
-        "pod_type": zeros,
-        "prefill_tokens_in_flight": np.array([p.prefill_tokens_in_flight for p in pods], dtype=np.float64),
-        "decode_tokens_in_flight": zeros,
-        "encoder_input_size": zeros,
-        "encoder_matched_size": zeros,
-    }
+    """The contract columns of every (request, pod) row, parsed exactly as a predictor parses them."""
+    return to_columns([p.features(request) for p in pods], ["pods"])
 
 
 class PredictedLatencyPolicy:

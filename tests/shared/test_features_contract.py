@@ -91,3 +91,37 @@ def test_matrix_values_follow_the_derivations() -> None:
                                  "pod_type_cat": 2})
     tpot = dict(zip(TPOT_9, FeatureSpec().matrix("tpot", cols)[0], strict=True))
     assert tpot["num_tokens_generated"] == 1 and tpot["pod_type_cat"] == 2 and tpot["is_queued"] == 1
+
+
+def test_feature_row_fills_optional_defaults_and_names_bad_keys() -> None:
+    from shared.features import FEATURE_FIELDS, feature_row
+    required = {f.name: 1 for f in FEATURE_FIELDS if f.required}
+    row = feature_row(required)
+    assert list(row) == [f.name for f in FEATURE_FIELDS]
+    assert row["pod_type"] == "" and row["prefill_tokens_in_flight"] == 0
+    with pytest.raises(KeyError, match="prefill_token_in_flight"):
+        feature_row({**required, "prefill_token_in_flight": 3})
+    with pytest.raises(KeyError, match="input_token_length"):
+        feature_row({k: v for k, v in required.items() if k != "input_token_length"})
+
+
+def test_feature_columns_broadcast_scalars_and_default_the_rest() -> None:
+    from shared.features import FEATURE_FIELDS, feature_columns
+    values = {f.name: 2.0 for f in FEATURE_FIELDS if f.required}
+    values["num_request_running"] = np.array([1.0, 2.0, 3.0])
+    cols = feature_columns(values, 3)
+    assert set(cols) == {f.name for f in FEATURE_FIELDS}
+    np.testing.assert_array_equal(cols["input_token_length"], [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(cols["encoder_input_size"], [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(cols["num_request_running"], [1.0, 2.0, 3.0])
+
+
+def test_smoke_and_typical_rows_cover_every_field() -> None:
+    from shared.features import FEATURE_FIELDS, smoke_columns, typical_columns
+    grid = typical_columns(500, np.random.default_rng(0))
+    for f in FEATURE_FIELDS:
+        low, high = f.typical
+        assert grid[f.name].min() >= min(low, 0) and grid[f.name].max() <= high, f.name
+        if f.idle_share:
+            assert 0.3 < float(np.mean(grid[f.name] == 0)) < 0.7
+    assert {k: v.shape for k, v in smoke_columns().items()} == {f.name: (1,) for f in FEATURE_FIELDS}

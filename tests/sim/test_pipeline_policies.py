@@ -7,7 +7,6 @@ import random
 import numpy as np
 import pytest
 
-from router_client.replay_policies import register_policies
 from sim.cluster.config import ClusterConfig, PoolSpec, single_pool
 from sim.cluster.policy import PolicyContext, RequestView
 from sim.cluster.registry import PolicyRegistry
@@ -19,9 +18,7 @@ FAST = {"retrain_interval_s": "15", "min_samples": "50", "rounds": "15"}
 
 
 def registry() -> PolicyRegistry:
-    reg = PolicyRegistry()
-    register_policies(reg)
-    return reg
+    return PolicyRegistry()
 
 
 def items(n: int, rate: float, sticky: bool, seed: int = 0, long_every: int = 0) -> list[ReplayItem]:

@@ -1,1 +1,0 @@
-"""Replay integration: the router pipeline as ``sim.replay`` policies, with in-process models."""
