@@ -36,7 +36,7 @@ from predictor.hotpath import HotPath
 from predictor.serving import build_serving
 from shared.bundle import ModelFiles, assemble, encode_model, read_current, write_bundle
 from shared.columns import Bounds, to_columns
-from shared.features import MODEL_NAMES, FeatureSpec
+from shared.features import MODEL_NAMES, FeatureSpec, feature_row
 from shared.predictor_settings import PredictorSettings
 from shared.timefmt import rfc3339
 
@@ -48,11 +48,12 @@ UNIT = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 def rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
     rng = np.random.default_rng(seed)
-    return [{"kv_cache_percentage": round(float(rng.random()), 4), "input_token_length": int(rng.integers(10, 8000)),
-             "num_request_waiting": int(rng.integers(0, 8)), "num_request_running": int(rng.integers(0, 40)),
-             "num_tokens_generated": 1, "prefix_cache_score": round(float(rng.random()), 4),
-             "pod_type": ["", "prefill", "decode"][i % 3], "prefill_tokens_in_flight": int(rng.integers(0, 9000)),
-             "decode_tokens_in_flight": 0, "encoder_input_size": 0, "encoder_matched_size": 0} for i in range(n)]
+    return [feature_row({
+        "kv_cache_percentage": round(float(rng.random()), 4), "input_token_length": int(rng.integers(10, 8000)),
+        "num_request_waiting": int(rng.integers(0, 8)), "num_request_running": int(rng.integers(0, 40)),
+        "num_tokens_generated": 1, "prefix_cache_score": round(float(rng.random()), 4),
+        "pod_type": ["", "prefill", "decode"][i % 3], "prefill_tokens_in_flight": int(rng.integers(0, 9000))})
+        for i in range(n)]
 
 
 def train_files(seed: int = 0) -> ModelFiles:
