@@ -25,7 +25,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from predictor.holder import ModelHolder
-from predictor.hotpath import Answer, HotPath
+from predictor.hotpath import Answer, HotPath, Quantiles, parse_quantiles
 from predictor.http_errors import HANDLERS, JSON, error_response, json_response
 from predictor.metrics import PredictorMetrics
 from predictor.serving import Serving
@@ -37,7 +37,7 @@ from shared.predictor_settings import PredictorSettings
 
 log = logging.getLogger(__name__)
 INITIAL_SYNC_MAX_S = 10.0  # start-up never waits longer for the first bundle (the loops keep trying)
-PredictFn = Callable[[bytes, "Serving | None"], Answer]
+PredictFn = Callable[[bytes, "Serving | None", Quantiles], Answer]
 
 
 def make_source(settings: PredictorSettings) -> BundleSource:
@@ -75,10 +75,11 @@ class PredictorApp:
         headers = _version_headers(serving)
         rows = 0
         try:
+            quantiles = parse_quantiles(request.query_params.get("quantiles"))
             if len(body) <= self.settings.inline_max_bytes:
-                answer = fn(body, serving)
+                answer = fn(body, serving, quantiles)
             else:
-                answer = await run_in_threadpool(fn, body, serving)
+                answer = await run_in_threadpool(fn, body, serving, quantiles)
         except LatencyError as exc:
             response = error_response(exc, headers)
         else:

@@ -7,9 +7,11 @@ rows advance one level per vectorised step, so a 100-row call is ``D`` rounds of
 gathers over a ``rows × trees`` array instead of a native call with fixed overhead.
 
 Semantics follow XGBoost for finite inputs: a row goes left iff ``x < threshold`` compared in
-float32; the prediction is ``base_score + Σ leaf`` (identity link only). Anything this does
-not reproduce exactly (categorical splits, several targets or classes, DART, non-identity
-objectives, very deep trees) raises ``Unsupported`` and the caller keeps XGBoost.
+float32; the prediction is ``base_score + Σ leaf`` (identity link only). Several outputs (XGBoost
+multi-quantile or multi-target, one output per tree) are summed per output in tree order, each
+from its own base score, so every column is bit-equal too. Anything this does not reproduce
+exactly (categorical splits, classes, vector leaves, DART, non-identity objectives, very deep
+trees) raises ``Unsupported`` and the caller keeps XGBoost.
 """
 
 from __future__ import annotations
@@ -35,25 +37,32 @@ class Unsupported(BundleError):
     """The booster uses something the numpy evaluator does not reproduce exactly."""
 
 
-def _base_score(learner: dict[str, Any]) -> np.float32:
+def _base_score(learner: dict[str, Any], outputs: int) -> np.ndarray:
     text = learner["learner_model_param"]["base_score"]
     values = parse_base_score(text)
-    if len(values) != 1:
-        raise Unsupported(f"base_score {text!r} is not a single value")
-    return np.float32(values[0])
+    if len(values) == 1 and outputs > 1:
+        values = values * outputs
+    if len(values) != outputs:
+        raise Unsupported(f"base_score {text!r} does not hold {outputs} value(s)")
+    return np.array(values, dtype=np.float32)
 
 
-def _check_learner(learner: dict[str, Any]) -> None:
+def _outputs(learner: dict[str, Any]) -> int:
+    """Number of output columns (one per target); raises ``Unsupported`` for what is not summed per tree."""
     params = learner["learner_model_param"]
-    if int(params.get("num_class", "0")) > 1 or int(params.get("num_target", "1")) != 1:
-        raise Unsupported("multi-class or multi-target model")
+    outputs = max(1, int(params.get("num_target", "1")))
+    if int(params.get("num_class", "0")) > 1:
+        raise Unsupported("multi-class model")
     if learner["objective"]["name"] not in IDENTITY_OBJECTIVES:
         raise Unsupported(f"objective {learner['objective']['name']!r} has a non-identity link")
     booster = learner["gradient_booster"]
     if booster.get("name") != "gbtree":
         raise Unsupported(f"booster {booster.get('name')!r} is not gbtree")
-    if any(info != 0 for info in booster["model"].get("tree_info", [])):
-        raise Unsupported("trees for several outputs")
+    if any(not 0 <= info < outputs for info in booster["model"].get("tree_info", [])):
+        raise Unsupported("tree_info names an output beyond num_target")
+    if any(int(t.get("tree_param", {}).get("size_leaf_vector", "1")) > 1 for t in booster["model"]["trees"]):
+        raise Unsupported("vector-leaf trees (multi_strategy=multi_output_tree)")
+    return outputs
 
 
 def _depth(tree: dict[str, Any]) -> int:
@@ -103,19 +112,27 @@ class Forest:
     depth: int
     n_trees: int
     n_features: int
-    base_score: np.float32
+    base_score: np.ndarray  # (outputs,) float32
     feat: np.ndarray  # (trees * internal,) int32 feature index per internal slot
     thr: np.ndarray  # (trees * internal,) float32 threshold (+inf on padding: always left)
     leaf: np.ndarray  # (trees * leaves,) float32 leaf value
     packed: np.ndarray  # (trees * internal,) int64: left child << 40 | feature << 32 | threshold bits
     roots: np.ndarray  # (trees,) int64 node id of each root
+    order: np.ndarray  # (trees,) tree indices grouped by output, tree order kept within each output
+    starts: np.ndarray  # (outputs + 1,) where each output's trees begin in ``order``
+
+    @property
+    def n_outputs(self) -> int:
+        return len(self.base_score)
 
     def predict(self, matrix: np.ndarray) -> np.ndarray:
-        """Raw margin per row (float32, bit-equal to XGBoost) of a float32 ``(n, n_features)`` matrix."""
+        """Raw margins (float32, bit-equal to XGBoost) of a float32 ``(n, n_features)`` matrix: ``(n,)``
+        for a single-output forest, ``(n, outputs)`` otherwise."""
         x = np.ascontiguousarray(matrix, dtype=np.float32)
         n = x.shape[0]
         if not self.n_trees:
-            return np.full(n, self.base_score, dtype=np.float32)
+            out = np.tile(self.base_score, (n, 1))
+            return out[:, 0] if self.n_outputs == 1 else out
         if n > CHUNK_ROWS:  # bound the rows × trees temporaries (memory), not a speed matter
             return np.concatenate([self._walk(x[i:i + CHUNK_ROWS]) for i in range(0, n, CHUNK_ROWS)])
         return self._walk(x)
@@ -131,8 +148,19 @@ class Forest:
             value = flat.take((high & 0xFF) + rows)
             node = (high >> 8) + (value >= word.view(np.float32)[..., 0::2])
         leaves = self.leaf.take(node - self.packed.size)
-        leaves[:, 0] += self.base_score  # XGBoost's order: base, then each tree, in float32
-        return leaves.cumsum(axis=1)[:, -1]
+        if self.n_outputs == 1:
+            leaves[:, 0] += self.base_score[0]  # XGBoost's order: base, then each tree, in float32
+            return leaves.cumsum(axis=1)[:, -1]
+        grouped = leaves[:, self.order]
+        out = np.empty((n, self.n_outputs), dtype=np.float32)
+        for k in range(self.n_outputs):
+            part = grouped[:, self.starts[k]:self.starts[k + 1]]
+            if part.shape[1] == 0:
+                out[:, k] = self.base_score[k]
+                continue
+            part[:, 0] += self.base_score[k]
+            out[:, k] = part.cumsum(axis=1)[:, -1]
+        return out
 
 
 def _pack(feat: np.ndarray, thr: np.ndarray, n_trees: int, depth: int) -> np.ndarray:
@@ -155,8 +183,9 @@ def compile_forest(booster: xgb.Booster) -> Forest:
 
 def _compile(booster: xgb.Booster) -> Forest:
     learner = orjson.loads(bytes(booster.save_raw("json")))["learner"]
-    _check_learner(learner)
+    outputs = _outputs(learner)
     trees = learner["gradient_booster"]["model"]["trees"]
+    info = np.asarray(learner["gradient_booster"]["model"].get("tree_info", [0] * len(trees)), dtype=np.int64)
     n_features = int(learner["learner_model_param"]["num_feature"])
     depth = max((_depth(t) for t in trees), default=0)
     if depth > MAX_DEPTH:
@@ -175,5 +204,7 @@ def _compile(booster: xgb.Booster) -> Forest:
         raise Unsupported("the packed layout assumes a little-endian machine")
     if n_features > 0xFF:
         raise Unsupported(f"{n_features} features (the packed layout holds 256)")
-    return Forest(depth, n, n_features, _base_score(learner), feat, thr, leaf, _pack(feat, thr, n, depth),
-                  np.arange(n, dtype=np.int64) * (internal if depth else 1))
+    order = np.argsort(info, kind="stable")
+    starts = np.searchsorted(info[order], np.arange(outputs + 1))
+    return Forest(depth, n, n_features, _base_score(learner, outputs), feat, thr, leaf, _pack(feat, thr, n, depth),
+                  np.arange(n, dtype=np.int64) * (internal if depth else 1), order, starts)

@@ -3,6 +3,10 @@
 bytes → ``parse_json`` → rows (1…max) → ``to_columns`` (vectorised validation, 422 naming
 row and field) → one evaluation per model for the whole batch → orjson. The caller passes the
 ``Serving`` snapshot it read once, so the answer and its version header always agree.
+
+Extension: with ``quantiles`` (from ``?quantiles=0.5,0.9,0.99``; any subset of what the bundle
+serves) every prediction also carries ``ttft_quantiles_ms`` / ``tpot_quantiles_ms``, objects keyed
+by the quantile as the bundle writes it; the contract fields stay the primary quantile.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from shared.columns import Bounds, to_columns
 from shared.errors import NotReady, RequestValidationFailed
 from shared.features import FEATURE_FIELDS, FieldKind
 from shared.jsonbody import list_field, parse_json
+from shared.model import quantile_key
 from shared.timefmt import rfc3339
 
 log = logging.getLogger(__name__)
@@ -43,16 +48,65 @@ def _require(serving: Serving | None) -> Serving:
     return serving
 
 
-def _predict(serving: Serving, cols: Mapping[str, np.ndarray], failure: str) -> tuple[list[float], list[float]]:
+Quantiles = tuple[float, ...] | None
+
+
+@dataclass(frozen=True)
+class Predicted:
+    ttft: list[float]
+    tpot: list[float]
+    extra: list[dict[str, Any]] | None = None
+    """Per row ``{"ttft_quantiles_ms": {...}, "tpot_quantiles_ms": {...}}`` when quantiles were asked for."""
+
+
+def parse_quantiles(text: str | None) -> Quantiles:
+    """``"0.5,0.9"`` → ``(0.5, 0.9)``; ``None`` → ``None``; malformed → 422 naming the parameter."""
+    if text is None:
+        return None
     try:
-        ttft = serving.predict("ttft", cols)
-        tpot = serving.predict("tpot", cols)
+        values = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or any(not 0 < q < 1 for q in values):
+        raise RequestValidationFailed([{
+            "type": "value_error", "loc": ["query", "quantiles"], "input": text,
+            "msg": "quantiles must be a comma-separated list of numbers in (0, 1), e.g. 0.5,0.9,0.99"}])
+    return values
+
+
+def check_served(serving: Serving | None, quantiles: Quantiles) -> None:
+    """422 naming the parameter when a requested quantile is not served by both models."""
+    if quantiles is None or serving is None:
+        return
+    served = set(serving.quantiles("ttft")) & set(serving.quantiles("tpot"))
+    missing = [q for q in quantiles if q not in served]
+    if missing:
+        raise RequestValidationFailed([{
+            "type": "value_error", "loc": ["query", "quantiles"], "input": ",".join(map(quantile_key, quantiles)),
+            "msg": f"quantile(s) {', '.join(map(quantile_key, missing))} not served; this bundle serves "
+                   f"{', '.join(map(quantile_key, sorted(served)))}"}])
+
+
+def _extra(serving: Serving, values: Mapping[str, np.ndarray], quantiles: tuple[float, ...]) -> list[dict[str, Any]]:
+    keys = [quantile_key(q) for q in quantiles]
+    per_model = {}
+    for name, table in values.items():
+        picked = table[:, [serving.quantiles(name).index(q) for q in quantiles]].tolist()
+        per_model[f"{name}_quantiles_ms"] = [dict(zip(keys, row, strict=True)) for row in picked]
+    return [{field: rows[i] for field, rows in per_model.items()} for i in range(len(picked))]
+
+
+def _predict(serving: Serving, cols: Mapping[str, np.ndarray], failure: str, quantiles: Quantiles) -> Predicted:
+    check_served(serving, quantiles)
+    try:
+        values = {name: serving.predict(name, cols) for name in ("ttft", "tpot")}
     except PredictionFailed as exc:
         log.error("prediction failed with bundle v%d: %s", serving.version, exc.message)
         raise PredictionFailed(failure) from None
-    if not (np.isfinite(ttft).all() and np.isfinite(tpot).all()):
+    if not all(np.isfinite(v).all() for v in values.values()):
         raise PredictionFailed(failure)
-    return ttft.tolist(), tpot.tolist()
+    ttft, tpot = (values[n][:, serving.primary(n)].tolist() for n in ("ttft", "tpot"))
+    return Predicted(ttft, tpot, _extra(serving, values, quantiles) if quantiles else None)
 
 
 def _common(serving: Serving) -> dict[str, Any]:
@@ -60,9 +114,13 @@ def _common(serving: Serving) -> dict[str, Any]:
             "quantile": serving.quantile, "last_model_load": serving.last_model_load}
 
 
-def _objects(serving: Serving, ttft: list[float], tpot: list[float]) -> list[dict[str, Any]]:
+def _objects(serving: Serving, p: Predicted) -> list[dict[str, Any]]:
     common = _common(serving)
-    return [{"ttft_ms": a, "tpot_ms": b, **common} for a, b in zip(ttft, tpot, strict=True)]
+    out = [{"ttft_ms": a, "tpot_ms": b, **common} for a, b in zip(p.ttft, p.tpot, strict=True)]
+    if p.extra is not None:
+        for obj, extra in zip(out, p.extra, strict=True):
+            obj.update(extra)
+    return out
 
 
 def _echo(rows: Sequence[Any], cols: Mapping[str, np.ndarray], i: int) -> dict[str, Any]:
@@ -89,24 +147,24 @@ class HotPath:
         rows = list_field(parse_json(body), "requests", min_len=1, max_len=self._max_rows)
         return rows, to_columns(rows, ROWS_ROOT, bounds=self._bounds)
 
-    def strict(self, body: bytes, serving: Serving | None) -> Answer:
+    def strict(self, body: bytes, serving: Serving | None, quantiles: Quantiles = None) -> Answer:
         start = time.perf_counter()
         _, cols = self._columns(body)
         live = _require(serving)
-        ttft, tpot = _predict(live, cols, BATCH_FAILED)
-        n = len(ttft)
+        predicted = _predict(live, cols, BATCH_FAILED, quantiles)
+        n = len(predicted.ttft)
         return Answer(orjson.dumps({
-            "predictions": _objects(live, ttft, tpot), "total_requests": n, "successful_predictions": n,
+            "predictions": _objects(live, predicted), "total_requests": n, "successful_predictions": n,
             "failed_predictions": 0, "processing_time_ms": (time.perf_counter() - start) * 1e3}), n)
 
-    def bulk(self, body: bytes, serving: Serving | None) -> Answer:
+    def bulk(self, body: bytes, serving: Serving | None, quantiles: Quantiles = None) -> Answer:
         """Non-strict: same validation; a failed prediction is a 200 with one error per row."""
         start = time.perf_counter()
         rows, cols = self._columns(body)
         n = len(rows)
         try:
             live = _require(serving)
-            ttft, tpot = _predict(live, cols, BATCH_FAILED)
+            predicted = _predict(live, cols, BATCH_FAILED, quantiles)
         except (NotReady, PredictionFailed) as exc:
             text = f"Batch prediction error: {exc.status}: {exc.message}"
             return Answer(orjson.dumps({
@@ -115,19 +173,18 @@ class HotPath:
                 "total_requests": n, "successful_predictions": 0, "failed_predictions": n,
                 "processing_time_ms": (time.perf_counter() - start) * 1e3}), 0)
         return Answer(orjson.dumps({
-            "predictions": _objects(live, ttft, tpot), "errors": [], "total_requests": n,
+            "predictions": _objects(live, predicted), "errors": [], "total_requests": n,
             "successful_predictions": n, "failed_predictions": 0,
             "processing_time_ms": (time.perf_counter() - start) * 1e3}), n)
 
-    def single(self, body: bytes, serving: Serving | None) -> Answer:
+    def single(self, body: bytes, serving: Serving | None, quantiles: Quantiles = None) -> Answer:
         payload = parse_json(body)
         try:
             cols = to_columns([payload], ("body",), bounds=self._bounds)
         except RequestValidationFailed as exc:
             raise RequestValidationFailed([_unindex(e) for e in exc.errors]) from None
         live = _require(serving)
-        ttft, tpot = _predict(live, cols, SINGLE_FAILED)
-        return Answer(orjson.dumps(_objects(live, ttft, tpot)[0]), 1)
+        return Answer(orjson.dumps(_objects(live, _predict(live, cols, SINGLE_FAILED, quantiles))[0]), 1)
 
 
 def _unindex(error: dict[str, Any]) -> dict[str, Any]:

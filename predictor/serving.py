@@ -65,7 +65,7 @@ class Serving:
         return from_epoch(self.loaded_at)
 
     def predict(self, name: str, cols: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Calibrated prediction of model ``name`` for every row (float64, ≥ 0)."""
+        """Calibrated, non-crossing quantiles of model ``name`` for every row: ``(n, k)`` float64, ≥ 0."""
         model: LoadedModel = self.loaded.models[name]
         try:
             raw = self.raw[name](self.loaded.spec.matrix(name, cols))
@@ -73,11 +73,25 @@ class Serving:
             raise PredictionFailed(f"{name}: {exc}") from None
         return model.calibrate(raw.astype(np.float64))
 
+    def quantiles(self, name: str) -> tuple[float, ...]:
+        return self.loaded.models[name].quantiles
+
+    def primary(self, name: str) -> int:
+        return self.loaded.models[name].primary
+
 
 def _xgb_raw(booster: xgb.Booster) -> RawFn:
+    """``(n, outputs)`` float32 raw margins from XGBoost."""
     def raw(matrix: np.ndarray) -> np.ndarray:
         out = booster.inplace_predict(matrix, validate_features=False)
-        return np.asarray(out, dtype=np.float32).reshape(len(matrix), -1)[:, 0]
+        return np.asarray(out, dtype=np.float32).reshape(len(matrix), -1)
+    return raw
+
+
+def _forest_raw(forest: Forest) -> RawFn:
+    """``(n, outputs)`` float32 raw margins from the numpy evaluator."""
+    def raw(matrix: np.ndarray) -> np.ndarray:
+        return forest.predict(matrix).reshape(len(matrix), -1)
     return raw
 
 
@@ -105,11 +119,11 @@ def _native_or_none(model: LoadedModel) -> RawFn | None:
         log.info("%s: numpy evaluator not used (%s); serving with XGBoost", model.name, exc)
         return None
     probe = probe_matrix(forest)
-    expected = np.asarray(model.booster.inplace_predict(probe, validate_features=False), dtype=np.float32)
-    if not np.array_equal(forest.predict(probe), expected.reshape(len(probe), -1)[:, 0]):
+    native = _forest_raw(forest)
+    if not np.array_equal(native(probe), _xgb_raw(model.booster)(probe)):
         log.warning("%s: numpy evaluator differs from XGBoost on the probe; serving with XGBoost", model.name)
         return None
-    return forest.predict
+    return native
 
 
 def _choose(native: RawFn | None, fallback: RawFn, settings: PredictorSettings) -> tuple[RawFn, str]:

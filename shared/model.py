@@ -1,14 +1,21 @@
 """Evaluating a verified bundle: XGBoost boosters + calibration, one call per model.
 
-``calibration`` in a model's manifest entry is ``{"scale": s, "offset": o}``: the served value
-is ``max(0, raw × s + o)`` — the conformal correction the trainer measured on its holdout.
+A model entry may serve several quantiles from one booster (XGBoost multi-quantile: one output
+column per quantile, ascending). Per output the served value is
+``max(0, inverse_transform(raw) × scale + offset)`` — the conformal correction the trainer measured
+on its holdout — and each row is sorted so quantiles never cross. ``target_transform`` is
+``identity`` or ``log1p`` (the booster was fitted on ``log1p(y)``; quantiles commute with it).
+The entry's primary quantile answers the contract fields (``ttft_ms`` / ``tpot_ms``). Entries
+written before multi-quantile bundles (one output, ``calibration`` only) load unchanged.
 Trainer (evaluation, in-process ``/predict``) and predictor share this code path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import xgboost as xgb
@@ -17,21 +24,52 @@ from shared.bundle import Bundle
 from shared.errors import BundleError
 from shared.features import MODEL_NAMES, FeatureSpec, smoke_columns
 
+TRANSFORMS = ("identity", "log1p")
+SCALE_LIMITS = (0.25, 4.0)
+"""Calibration scales a trainer may publish (its conformal clamp); anything else is refused at load."""
+
+
+def quantile_key(q: float) -> str:
+    """How a quantile is written in bundles and responses: ``0.5`` → ``"0.5"``, ``0.99`` → ``"0.99"``."""
+    return format(q, "g")
+
 
 @dataclass(frozen=True)
 class LoadedModel:
     name: str
     booster: xgb.Booster
     features: tuple[str, ...]
-    scale: float
-    offset: float
+    quantiles: tuple[float, ...]
+    """The booster's output columns, ascending."""
+    primary: int
+    """Column of the quantile that answers the contract fields."""
+    scales: np.ndarray
+    offsets: np.ndarray
+    transform: str = "identity"
+
+    @property
+    def scale(self) -> float:
+        return float(self.scales[self.primary])
+
+    @property
+    def offset(self) -> float:
+        return float(self.offsets[self.primary])
 
     def raw(self, matrix: np.ndarray) -> np.ndarray:
+        """Uncalibrated booster output, ``(n, len(quantiles))`` float64."""
         out = self.booster.inplace_predict(matrix, validate_features=False)
-        return np.asarray(out, dtype=np.float64).reshape(len(matrix), -1)[:, 0]
+        return np.asarray(out, dtype=np.float64).reshape(len(matrix), -1)
 
     def calibrate(self, raw: np.ndarray) -> np.ndarray:
-        return np.maximum(raw * self.scale + self.offset, 0.0)
+        """``(n, k)`` raw outputs → served quantiles ``(n, k)``: inverse transform, calibrate, clip at 0, sort."""
+        values = np.expm1(raw) if self.transform == "log1p" else raw
+        out = np.maximum(values * self.scales + self.offsets, 0.0)
+        if out.shape[1] > 1:
+            out.sort(axis=1)
+        return out
+
+    def column(self, q: float) -> int:
+        return self.quantiles.index(q)
 
 
 @dataclass(frozen=True)
@@ -46,15 +84,53 @@ class LoadedBundle:
     def version(self) -> int:
         return self.bundle.version
 
-    def predict(self, name: str, cols: Mapping[str, np.ndarray]) -> np.ndarray:
+    def predict_all(self, name: str, cols: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Every served quantile of ``name``, ``(n, k)``, non-crossing."""
         model = self.models[name]
         return model.calibrate(model.raw(self.spec.matrix(name, cols)))
+
+    def predict(self, name: str, cols: Mapping[str, np.ndarray]) -> np.ndarray:
+        """The primary quantile of ``name`` (the contract's ``ttft_ms`` / ``tpot_ms``), ``(n,)``."""
+        return self.predict_all(name, cols)[:, self.models[name].primary]
 
 
 def spec_of(bundle: Bundle) -> FeatureSpec:
     flags = bundle.manifest.get("feature_flags", {})
     return FeatureSpec(token_in_flight=bool(flags.get("token_in_flight", True)),
                        encoder=bool(flags.get("encoder", True)))
+
+
+def _number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BundleError(f"{what} must be a finite number, not {value!r}")
+    return float(value)
+
+
+def _quantiles(entry: Mapping[str, Any], default: float) -> tuple[float, ...]:
+    raw = entry.get("quantiles") or [default]
+    if not isinstance(raw, list):
+        raise BundleError("quantiles must be a list")
+    quantiles = tuple(_number(q, "quantile") for q in raw)
+    if any(not 0 < q < 1 for q in quantiles) or list(quantiles) != sorted(set(quantiles)):
+        raise BundleError(f"quantiles {list(quantiles)} must be ascending, distinct, in (0, 1)")
+    return quantiles
+
+
+def _calibration(entry: Mapping[str, Any], quantiles: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    per = entry.get("calibrations")
+    if not isinstance(per, dict):
+        per = {quantile_key(quantiles[0]): entry.get("calibration") or {}} if len(quantiles) == 1 else None
+    if per is None or any(quantile_key(q) not in per for q in quantiles):
+        raise BundleError(f"calibrations must cover every quantile {list(quantiles)}")
+    scales, offsets = [], []
+    for q in quantiles:
+        cal = per[quantile_key(q)]
+        scale = _number(cal.get("scale", 1.0), f"calibration scale of {quantile_key(q)}")
+        if not SCALE_LIMITS[0] <= scale <= SCALE_LIMITS[1]:
+            raise BundleError(f"calibration scale {scale} of {quantile_key(q)} outside {list(SCALE_LIMITS)}")
+        scales.append(scale)
+        offsets.append(_number(cal.get("offset", 0.0), f"calibration offset of {quantile_key(q)}"))
+    return np.array(scales), np.array(offsets)
 
 
 def _load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int) -> LoadedModel:
@@ -69,9 +145,17 @@ def _load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int) -> L
         raise BundleError(f"{name}: XGBoost cannot load the model: {exc}") from None
     if booster.num_features() != len(features):
         raise BundleError(f"{name}: model has {booster.num_features()} features, spec {len(features)}")
-    calibration = entry.get("calibration") or {}
-    return LoadedModel(name, booster, features, float(calibration.get("scale", 1.0)),
-                       float(calibration.get("offset", 0.0)))
+    try:
+        quantiles = _quantiles(entry, _number(bundle.manifest.get("quantile", 0.9), "quantile"))
+        scales, offsets = _calibration(entry, quantiles)
+    except BundleError as exc:
+        raise BundleError(f"{name}: {exc.message}") from None
+    primary = entry.get("primary_quantile", bundle.manifest.get("quantile", quantiles[0]))
+    transform = entry.get("target_transform", "identity")
+    if primary not in quantiles or transform not in TRANSFORMS:
+        raise BundleError(f"{name}: primary_quantile {primary!r} not served or target_transform {transform!r} "
+                          f"not one of {TRANSFORMS}")
+    return LoadedModel(name, booster, features, quantiles, quantiles.index(primary), scales, offsets, transform)
 
 
 def load_bundle(bundle: Bundle, expected: FeatureSpec | None = None, nthread: int = 1) -> LoadedBundle:
@@ -88,6 +172,7 @@ def load_bundle(bundle: Bundle, expected: FeatureSpec | None = None, nthread: in
 def _smoke(loaded: LoadedBundle) -> None:
     cols = smoke_columns()
     for name in MODEL_NAMES:
-        value = loaded.predict(name, cols)
-        if value.shape != (1,) or not np.isfinite(value).all():
-            raise BundleError(f"{name}: smoke prediction failed ({value!r})")
+        value = loaded.predict_all(name, cols)
+        if value.shape != (1, len(loaded.models[name].quantiles)) or not np.isfinite(value).all():
+            raise BundleError(f"{name}: smoke prediction failed: {value.shape} outputs for "
+                              f"{len(loaded.models[name].quantiles)} quantiles ({value!r})")

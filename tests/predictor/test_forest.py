@@ -68,8 +68,8 @@ def test_unsupported_models_refuse_to_compile() -> None:
     rng = np.random.default_rng(1)
     x, y = rng.random((200, 4)).astype(np.float32), rng.random(200)
     logistic = xgb.train({"objective": "reg:logistic", "nthread": 1}, xgb.DMatrix(x, label=y), 2)
-    multi_q = xgb.train({"objective": "reg:quantileerror", "quantile_alpha": [0.5, 0.9], "nthread": 1},
-                        xgb.DMatrix(x, label=y), 2)
+    vector_leaf = xgb.train({"objective": "reg:squarederror", "multi_strategy": "multi_output_tree",
+                            "tree_method": "hist", "nthread": 1}, xgb.DMatrix(x, label=np.column_stack([y, y])), 2)
     dart = xgb.train({"booster": "dart", "nthread": 1}, xgb.DMatrix(x, label=y), 2)
     cat_x = np.column_stack([x[:, :3], rng.integers(0, 4, 200)]).astype(np.float32)
     cats = xgb.train({"nthread": 1, "tree_method": "hist", "max_cat_to_onehot": 1},
@@ -77,9 +77,25 @@ def test_unsupported_models_refuse_to_compile() -> None:
                                  enable_categorical=True), 3)
     deep = xgb.train({"max_depth": 14, "nthread": 1, "min_child_weight": 0, "lambda": 0},
                      xgb.DMatrix(rng.random((3000, 4)).astype(np.float32), label=rng.random(3000)), 1)
-    for booster in (logistic, multi_q, dart, cats, deep):
+    for booster in (logistic, vector_leaf, dart, cats, deep):
         with pytest.raises(Unsupported):
             compile_forest(booster)
+
+
+@pytest.mark.parametrize(("trees", "depth"), [(0, 3), (1, 1), (20, 4), (60, 6)])
+def test_multi_quantile_boosters_are_bit_equal_per_output(trees: int, depth: int) -> None:
+    """One booster, one output column per quantile (one output per tree): every column bit-equal."""
+    spec = FeatureSpec()
+    for i, name in enumerate(MODEL_NAMES):
+        x = spec.matrix(name, columns(random_rows(1500, 11 + i)))
+        y = np.asarray(x[:, 2], dtype=np.float64) * 0.05 + np.random.default_rng(i).gamma(2.0, 5.0, len(x))
+        booster = xgb.train({"objective": "reg:quantileerror", "quantile_alpha": np.array([0.5, 0.9, 0.99]),
+                             "max_depth": depth, "tree_method": "hist", "nthread": 1},
+                            xgb.QuantileDMatrix(x, y), trees)
+        forest = compile_forest(booster)
+        assert forest.n_outputs == 3 and forest.n_trees == 3 * trees
+        matrix = np.vstack([x[:200], probe_matrix(forest, rows=200, seed=i)]) if trees else x[:200]
+        np.testing.assert_array_equal(forest.predict(matrix), _xgb(booster, matrix).reshape(len(matrix), 3))
 
 
 def test_large_batches_are_walked_in_chunks_with_the_same_result() -> None:

@@ -159,7 +159,7 @@ def test_prior_bundle_served_and_reported(bundle_root: Path) -> None:
 
 def _broken(serving: Serving) -> Serving:
     def nan(matrix: np.ndarray) -> np.ndarray:
-        return np.full(len(matrix), np.nan, dtype=np.float32)
+        return np.full((len(matrix), 1), np.nan, dtype=np.float32)
     return Serving(serving.loaded, {"ttft": nan, "tpot": nan}, serving.evaluator, serving.source, serving.loaded_at,
                    serving.model_type, serving.objective_type, serving.quantile)
 
