@@ -12,15 +12,32 @@ noise is one draw with ``sigma / sqrt(k)``. Token timestamps inside the run are 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections import deque
+from typing import Protocol
 
-from sim.engine.sequence import FINISHED, Event
+from sim.engine.config import EngineConfig
+from sim.engine.kvcache import BlockPool
+from sim.engine.sequence import FINISHED, Event, Sequence
+from sim.engine.steptime import StepTimeModel
 
-if TYPE_CHECKING:
-    from sim.engine.engine import Engine
+
+class EngineState(Protocol):
+    """What a decode jump reads and updates on an engine (:class:`sim.engine.engine.Engine`)."""
+
+    cfg: EngineConfig
+    block_size: int
+    pool: BlockPool
+    step_model: StepTimeModel
+    waiting: deque[Sequence]
+    running: list[Sequence]
+    clock: float
+
+    def record_busy(self, dur: float, tokens: int, steps: int) -> None: ...
+
+    def finish_sequences(self, done: list[Sequence], end: float) -> None: ...
 
 
-def _head_can_join(engine: Engine, batch: int) -> bool:
+def _head_can_join(engine: EngineState, batch: int) -> bool:
     if not engine.waiting or batch >= engine.cfg.max_num_seqs:
         return False
     seq = engine.waiting[0]
@@ -32,12 +49,12 @@ def _head_can_join(engine: Engine, batch: int) -> bool:
     return need + free_matched <= engine.pool.num_free
 
 
-def _blocks_needed(engine: Engine, k: int) -> int:
+def _blocks_needed(engine: EngineState, k: int) -> int:
     bs = engine.block_size
     return sum((s.num_computed + k + bs - 1) // bs - len(s.hashed) - s.n_plain for s in engine.running)
 
 
-def _max_steps_for_blocks(engine: Engine, k_max: int) -> int:
+def _max_steps_for_blocks(engine: EngineState, k_max: int) -> int:
     free = engine.pool.num_free
     bs = engine.block_size
     if free >= len(engine.running) * -(-k_max // bs):  # each sequence needs <= ceil(k / bs) blocks
@@ -66,7 +83,7 @@ def _steps_before(a: float, b: float, horizon_ms: float, k_max: int) -> int:
     return max(1, min(k_max, math.ceil(root)))
 
 
-def try_decode_jump(engine: Engine, t: float, events: list[Event]) -> bool:
+def try_decode_jump(engine: EngineState, t: float, events: list[Event]) -> bool:
     """Apply a decode run starting now and ending before/at horizon ``t``; False if not applicable."""
     running = engine.running
     batch = len(running)
@@ -91,7 +108,7 @@ def try_decode_jump(engine: Engine, t: float, events: list[Event]) -> bool:
     return True
 
 
-def _apply(engine: Engine, k: int, dur: float, events: list[Event]) -> None:
+def _apply(engine: EngineState, k: int, dur: float, events: list[Event]) -> None:
     bs = engine.block_size
     total_new = 0
     done = []

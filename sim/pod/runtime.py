@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sim.engine import Engine, Sequence, StepResult
 from sim.pod.config import PodConfig
 from sim.pod.metrics import PodMetrics
+from sim.pod.view import EngineView
 
 
 @dataclass(frozen=True)
@@ -33,16 +34,6 @@ class TokenSink:
         self.queue: asyncio.Queue[TokenEvent] = asyncio.Queue()
         self.length_limited = length_limited
         self.last_token_v = 0.0
-
-
-@dataclass
-class EngineView:
-    waiting: int
-    running: int
-    kv_usage: float
-    preemptions: int
-    prefix_queries: int
-    prefix_hits: int
 
 
 class PodRuntime:
