@@ -4,6 +4,11 @@ Arrivals are processed in order. Before each routing decision every pod's engine
 that start before the arrival (decode runs jump in closed form), first-token / completion events
 up to that instant update the router-side state, and the scraped metrics are refreshed if a scrape
 tick passed. The policy then sees only :class:`PodSnapshot` objects.
+
+Scenario events (:mod:`sim.scenario`) are applied at their virtual time: every pod first runs the
+steps that start before it and the events up to it are delivered, then the change applies. A pod
+that fails loses its queued and running requests (recorded with ``aborted = "pod_failed"``, no
+completion callback) and is no candidate until it is restored.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from sim.cluster.policy import (
 from sim.cluster.router_state import InFlight, PrefixIndex
 from sim.engine import FIRST_TOKEN, Engine, EngineConfig, SimError, StepTimeModel
 from sim.engine import Sequence as EngineSeq
+from sim.scenario import Scenario, TimedEvent, apply_change
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,8 @@ class RequestRecord:
     preemptions: int = 0
     predicted_ttft_ms: float | None = None
     predicted_tpot_ms: float | None = None
+    aborted: str | None = None
+    """Why the request was lost after dispatch (``pod_failed``), else None."""
 
 
 @dataclass
@@ -63,6 +71,8 @@ class PodResult:
     mean_kv_usage: float
     max_kv_usage: float
     prefix_hit_rate: float
+    events: list[dict[str, object]] | None = None
+    """Scenario events applied to this pod (None when the run had no scenario)."""
 
 
 @dataclass
@@ -81,6 +91,9 @@ class _Pod:
     engine: Engine
     scraped: ScrapedMetrics
     dispatched: int = 0
+    active: dict[str, _Dispatch] = field(default_factory=dict)
+    """Dispatched and not completed, by request id."""
+    events: list[dict[str, object]] = field(default_factory=list)
 
 
 @dataclass
@@ -90,15 +103,18 @@ class _Dispatch:
     features: dict[str, float | int | str]
     uncached: int
     record: RequestRecord
+    first_token_seen: bool = False
+    aborted: bool = False
 
 
 ProgressFn = Callable[[int, int, float], None]
 
 
 class ClusterSimulation:
-    def __init__(self, cfg: ClusterConfig, policy: Policy, seed: int = 0) -> None:
+    def __init__(self, cfg: ClusterConfig, policy: Policy, seed: int = 0, scenario: Scenario | None = None) -> None:
         self.cfg = cfg
         self.policy = policy
+        self.scenario = scenario
         self.pods: list[_Pod] = []
         pod_ids = cfg.pod_ids()
         pools = {p.name: p.engine for p in cfg.pools}
@@ -113,6 +129,8 @@ class ClusterSimulation:
         self._last_tick = -math.inf
         self.records: list[RequestRecord] = []
         self.samples: list[dict[str, float | int | str]] = []
+        if scenario is not None:
+            scenario.check_pods({p.pod_id: p.engine.cfg for p in self.pods})
 
     @staticmethod
     def _make_pod(pod_id: str, pool: str, cfg: EngineConfig, seed: int) -> _Pod:
@@ -121,17 +139,45 @@ class ClusterSimulation:
 
     def run(self, items: Sequence[ReplayItem], progress: ProgressFn | None = None) -> ReplayResult:
         total = len(items)
+        pending: list[TimedEvent] = []
+        if self.scenario is not None and items:
+            pending = self.scenario.resolve(items[0].view.arrival_s, items[-1].view.arrival_s)[::-1]
         for i, item in enumerate(items):
             t = item.view.arrival_s
+            while pending and pending[-1].at_s <= t:
+                self._apply_event(pending.pop())
             self._maybe_scrape(t)
             self._advance_all(t)
             self._drain(t)
             self._dispatch(item, t)
             if progress is not None and (i % 256 == 0 or i == total - 1):
                 progress(i + 1, total, t)
+        while pending:
+            self._apply_event(pending.pop())
         self._advance_all(math.inf)
         self._drain(math.inf)
         return self._result(items)
+
+    # -- scenario ----------------------------------------------------------------------------
+    def _apply_event(self, ev: TimedEvent) -> None:
+        self._maybe_scrape(ev.at_s)
+        self._advance_all(ev.at_s)
+        self._drain(ev.at_s)
+        pod = self._by_id[ev.pod]
+        apply_change(pod.engine, ev.change, ev.at_s)
+        pod.events.append(ev.describe())
+        if ev.change.fail:
+            self._abort_all(pod)
+
+    def _abort_all(self, pod: _Pod) -> None:
+        """Release the router-side state of every request lost with ``pod``."""
+        for d in pod.active.values():
+            d.aborted = True
+            d.record.aborted = "pod_failed"
+            if not d.first_token_seen:
+                self.in_flight.first_token(pod.pod_id, d.uncached)
+            self.in_flight.complete(pod.pod_id)
+        pod.active.clear()
 
     # -- time --------------------------------------------------------------------------------
     def _maybe_scrape(self, t: float) -> None:
@@ -160,7 +206,10 @@ class ClusterSimulation:
         while events and events[0][0] <= t:
             when, _, kind, seq = heapq.heappop(events)
             d: _Dispatch = seq.payload
+            if d.aborted:
+                continue
             if kind == FIRST_TOKEN:
+                d.first_token_seen = True
                 self.in_flight.first_token(d.pod.pod_id, d.uncached)
             else:
                 self._complete(seq, d, when)
@@ -170,7 +219,7 @@ class ClusterSimulation:
         out = []
         for pod in self.pods:
             max_len = pod.engine.cfg.max_model_len
-            if view.prompt_tokens >= max_len:
+            if view.prompt_tokens >= max_len or pod.engine.failed:
                 continue
             out.append(
                 PodSnapshot(
@@ -191,7 +240,8 @@ class ClusterSimulation:
         self.records.append(rec)
         snaps = self._snapshots(view)
         if not snaps:
-            rec.shed_reason = "prompt_too_long"
+            fits = any(view.prompt_tokens < p.engine.cfg.max_model_len for p in self.pods)
+            rec.shed_reason = "no_live_pod" if fits else "prompt_too_long"
             return
         decision: Decision = self.policy.choose(view, snaps)
         rec.predicted_ttft_ms = decision.predicted_ttft_ms
@@ -209,11 +259,13 @@ class ClusterSimulation:
         self.in_flight.dispatch(pod.pod_id, uncached)
         self.prefix.record(pod.pod_id, view.block_hashes)
         pod.dispatched += 1
+        pod.active[view.request_id] = d
         seq = EngineSeq(view.request_id, view.prompt_tokens, item.output_tokens, view.block_hashes, payload=d)
         pod.engine.add(seq, t)
 
     def _complete(self, seq: EngineSeq, d: _Dispatch, when: float) -> None:
         self.in_flight.complete(d.pod.pod_id)
+        del d.pod.active[seq.request_id]
         rec = d.record
         ttft_ms = (seq.ttft or 0.0) * 1e3
         tpot_ms = seq.avg_tpot * 1e3
@@ -246,6 +298,7 @@ class ClusterSimulation:
                 PodResult(
                     p.pod_id, p.pool, p.dispatched, st.busy_s, st.steps, st.preemptions,
                     st.kv_usage_integral / elapsed, st.max_kv_usage, hit_rate,
+                    None if self.scenario is None else p.events,
                 )
             )
         return ReplayResult(self.records, self.samples, pods, elapsed)

@@ -6,6 +6,9 @@
   at ``peak_flops * attn_flops_efficiency``;
 - decode attention reads every cached token's K and V once per step: ``kv_len * kv_bytes_per_token``
   at ``hbm_bytes_per_s * attn_bw_efficiency``.
+
+``speed_factor`` (scenarios: a throttled GPU, a noisy neighbour) multiplies every step's duration,
+including fast-forwarded decode runs; :meth:`StepTimeModel.base_ms` stays the nominal time.
 """
 
 from __future__ import annotations
@@ -45,6 +48,8 @@ class StepTimeModel:
         max_tokens = max(cfg.max_num_batched_tokens, 1)
         self.linear_ms = linear_table(profile_path(cfg.model.profile_file), cfg.model.n_layers, max_tokens)
         self.noise_std = cfg.noise_std
+        self.speed_factor = 1.0
+        """Step-time multiplier (1.0 = nominal, 2.0 = every step twice as long)."""
         self._rng = random.Random(cfg.seed if seed is None else seed)
 
     def base_ms(self, num_tokens: int, num_seqs: int, prefill_qk: float, decode_kv: int) -> float:
@@ -65,10 +70,12 @@ class StepTimeModel:
         return max(0.5, 1.0 + sigma * self._rng.gauss(0.0, 1.0))
 
     def step_seconds(self, num_tokens: int, num_seqs: int, prefill_qk: float, decode_kv: int) -> float:
-        return self.base_ms(num_tokens, num_seqs, prefill_qk, decode_kv) * self.noise() / 1e3
+        base = self.base_ms(num_tokens, num_seqs, prefill_qk, decode_kv)
+        return base * self.speed_factor * self.noise() / 1e3
 
     def decode_run(self, batch: int, kv_sum: int) -> tuple[float, float]:
         """``(a, b)`` in ms so that decode step ``j`` of an unchanged batch lasts ``a + b * j``."""
         c = self.coef
         a = c.overhead_ms + c.per_seq_ms * batch + self.linear_ms[batch] + c.decode_ms_per_kv_token * kv_sum
-        return a, c.decode_ms_per_kv_token * batch
+        f = self.speed_factor
+        return a * f, c.decode_ms_per_kv_token * batch * f

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 from sim.engine.config import PRESETS, EngineConfig
-from sim.engine.errors import SimError
+from sim.engine.errors import ConfigError, SimError
 from sim.pod.config import PodConfig
 from sim.pod.launch import PodGroup
+from sim.scenario import TimedEvent, load_scenario
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,14 +35,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-trace", type=Path, default=None,
                    help="trace for output-length draws (default: the conv trace)")
     p.add_argument("--max-queue", type=int, default=10_000)
+    p.add_argument("--scenario", type=Path, default=None,
+                   help="TOML [[events]] (pods are pod-0 .. pod-<count-1>); at_s = virtual s since start")
+    p.add_argument("--scenario-span-s", type=float, default=None,
+                   help="virtual seconds that at_fraction = 1.0 stands for (at_fraction is an error without it)")
     p.add_argument("--log-level", default="warning")
     return p
+
+
+def scenario_events(args: argparse.Namespace, engines: dict[str, EngineConfig]) -> tuple[TimedEvent, ...]:
+    if args.scenario is None:
+        return ()
+    if args.scenario_span_s is not None and args.scenario_span_s <= 0:
+        raise ConfigError("--scenario-span-s must be > 0")
+    scenario = load_scenario(args.scenario, list(engines))
+    scenario.check_pods(engines)
+    return tuple(scenario.resolve(0.0, args.scenario_span_s))
 
 
 def configs_from_args(args: argparse.Namespace) -> list[PodConfig]:
     if args.count < 1:
         raise SimError("--count must be >= 1")
-    out = []
+    engines: dict[str, EngineConfig] = {}
     for i in range(args.count):
         engine = EngineConfig.from_preset(
             args.preset,
@@ -55,8 +70,11 @@ def configs_from_args(args: argparse.Namespace) -> list[PodConfig]:
             noise_std=args.noise_std,
             seed=args.seed + i,
         )
-        out.append(PodConfig(engine, args.time_scale, args.output_trace, args.max_queue, args.pool))
-    return out
+        engines[f"pod-{i}"] = engine
+    events = scenario_events(args, engines)
+    return [PodConfig(engine, args.time_scale, args.output_trace, args.max_queue, args.pool, pod_id=pod_id,
+                      scenario=tuple(e for e in events if e.pod == pod_id))
+            for pod_id, engine in engines.items()]
 
 
 async def _serve(group: PodGroup) -> None:
@@ -77,8 +95,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     for url, cfg in zip(group.urls, configs, strict=True):
         e = cfg.engine
-        print(f"sim.pod: {e.model_name} ({e.preset}, max_model_len={e.max_model_len}, "
-              f"{e.num_gpu_blocks} KV blocks) at {url}", file=sys.stderr, flush=True)
+        print(f"sim.pod: {cfg.pod_id} {e.model_name} ({e.preset}, max_model_len={e.max_model_len}, "
+              f"{e.num_gpu_blocks} KV blocks, {len(cfg.scenario)} scheduled events) at {url}",
+              file=sys.stderr, flush=True)
     asyncio.run(_serve(group))
 
 

@@ -10,6 +10,7 @@ from sim.cluster.config import ClusterConfig, PoolSpec, load_cluster_file, parse
 from sim.engine.config import PRESETS, EngineConfig
 from sim.engine.errors import ConfigError
 from sim.paths import default_trace
+from sim.scenario import Scenario, load_scenario
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples-csv", type=Path, default=None, help="training samples (TrainingEntry columns)")
     p.add_argument("--trainer-url", default=None, help="POST samples to {url}/add_training_data_bulk")
     p.add_argument("--plot", type=Path, default=None, help="PNG of the TTFT CDF per policy")
+    p.add_argument("--scenario", type=Path, default=None,
+                   help="TOML [[events]]: per-pod speed factor, fail/restore, prefix flush, KV size")
     p.add_argument("--slo-ttft-ms", type=float, default=None)
     p.add_argument("--slo-tpot-ms", type=float, default=None)
     p.add_argument("--scrape-interval-ms", type=float, default=50.0, help="metrics staleness (0 = fresh)")
@@ -91,6 +94,12 @@ def cluster_from_args(args: argparse.Namespace) -> ClusterConfig:
     }
     kwargs.update(extra)
     return ClusterConfig(pools=pools, **kwargs)
+
+
+def scenario_from_args(args: argparse.Namespace, cfg: ClusterConfig) -> Scenario | None:
+    if args.scenario is None:
+        return None
+    return load_scenario(args.scenario, [pod for pod, _ in cfg.pod_ids()])
 
 
 def parse_options(pairs: list[str], policy: str) -> dict[str, str]:

@@ -40,6 +40,7 @@ def summarize(
     recs = result.records
     done = [r for r in recs if r.ttft_ms is not None]
     shed = [r for r in recs if r.shed_reason is not None]
+    aborted = sum(1 for r in recs if r.aborted is not None)
     ttft = [r.ttft_ms for r in done if r.ttft_ms is not None]
     tpot = [r.tpot_ms for r in done if r.tpot_ms is not None and r.output_tokens > 1]
     preempt = sum(p.preemptions for p in result.pods)
@@ -49,6 +50,7 @@ def summarize(
         "requests": len(recs),
         "completed": len(done),
         "shed": len(shed),
+        "aborted": aborted,
         "ttft_ms": _pcts(ttft),
         "tpot_ms": _pcts(tpot),
         "e2e_ms": _pcts([r.e2e_ms for r in done if r.e2e_ms is not None]),
@@ -68,6 +70,7 @@ def summarize(
                 "kv_usage_mean": round(p.mean_kv_usage, 4), "kv_usage_max": round(p.max_kv_usage, 4),
                 "preemptions": p.preemptions, "prefix_hit_rate": round(p.prefix_hit_rate, 4),
                 "steps": p.steps,
+                **({} if p.events is None else {"events": p.events}),
             }
             for p in result.pods
         },
