@@ -80,6 +80,9 @@ class PodSnapshot:
     prefix_cache_score: float
     """Router-side index: matched leading blocks / prompt blocks, 0..1."""
     pod_type: str = ""
+    pod_class: str = ""
+    """Hardware / engine class of the pod (the preset name unless the cluster file names it), so a
+    router can learn per-class latency in a mixed pool. Not one of the eleven contract fields."""
 
     def features(self, request: RequestView, num_tokens_generated: int = 1) -> dict[str, float | int | str]:
         """The eleven contract fields exactly as a router sends them for this (request, pod)."""
@@ -143,6 +146,8 @@ class PolicyContext:
     """``(pod_id, pool)`` of every pod in the cluster, in a stable order."""
     options: Mapping[str, str] = field(default_factory=dict)
     """Free-form ``--policy-opt key=value`` pairs; unknown keys should raise ValueError at build."""
+    pod_classes: Mapping[str, str] = field(default_factory=dict)
+    """``pod_id -> pod_class`` (see :attr:`PodSnapshot.pod_class`)."""
 
 
 @runtime_checkable

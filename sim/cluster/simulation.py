@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sim.cluster.config import ClusterConfig
+from sim.cluster.config import ClusterConfig, PodPlan
 from sim.cluster.policy import (
     Completion,
     Decision,
@@ -28,7 +28,7 @@ from sim.cluster.policy import (
     ScrapedMetrics,
 )
 from sim.cluster.router_state import InFlight, PrefixIndex
-from sim.engine import FIRST_TOKEN, Engine, EngineConfig, SimError, StepTimeModel
+from sim.engine import FIRST_TOKEN, Engine, SimError, StepTimeModel
 from sim.engine import Sequence as EngineSeq
 from sim.scenario import Scenario, TimedEvent, apply_change
 
@@ -48,6 +48,7 @@ class RequestRecord:
     output_tokens: int
     pod_id: str | None = None
     pool: str | None = None
+    pod_class: str | None = None
     shed_reason: str | None = None
     ttft_ms: float | None = None
     tpot_ms: float | None = None
@@ -64,6 +65,7 @@ class RequestRecord:
 class PodResult:
     pod_id: str
     pool: str
+    pod_class: str
     requests: int
     busy_s: float
     steps: int
@@ -88,6 +90,7 @@ class ReplayResult:
 class _Pod:
     pod_id: str
     pool: str
+    pod_class: str
     engine: Engine
     scraped: ScrapedMetrics
     dispatched: int = 0
@@ -115,15 +118,11 @@ class ClusterSimulation:
         self.cfg = cfg
         self.policy = policy
         self.scenario = scenario
-        self.pods: list[_Pod] = []
-        pod_ids = cfg.pod_ids()
-        pools = {p.name: p.engine for p in cfg.pools}
-        for n, (pod_id, pool) in enumerate(pod_ids):
-            self.pods.append(self._make_pod(pod_id, pool, pools[pool], seed * 1009 + n))
+        self.pods = [self._make_pod(plan, seed * 1009 + n) for n, plan in enumerate(cfg.pods())]
         self._by_id = {p.pod_id: p for p in self.pods}
         capacity = cfg.router_prefix_blocks or max(p.engine.pool.num_blocks for p in self.pods)
-        self.prefix = PrefixIndex([p for p, _ in pod_ids], capacity)
-        self.in_flight = InFlight([p for p, _ in pod_ids])
+        self.prefix = PrefixIndex(list(self._by_id), capacity)
+        self.in_flight = InFlight(list(self._by_id))
         self._events: list[tuple[float, int, int, EngineSeq]] = []
         self._event_no = 0
         self._last_tick = -math.inf
@@ -133,9 +132,9 @@ class ClusterSimulation:
             scenario.check_pods({p.pod_id: p.engine.cfg for p in self.pods})
 
     @staticmethod
-    def _make_pod(pod_id: str, pool: str, cfg: EngineConfig, seed: int) -> _Pod:
-        engine = Engine(cfg, StepTimeModel(cfg, seed=seed))
-        return _Pod(pod_id, pool, engine, ScrapedMetrics(0, 0, 0.0, 0, 0.0))
+    def _make_pod(plan: PodPlan, seed: int) -> _Pod:
+        engine = Engine(plan.engine, StepTimeModel(plan.engine, seed=seed))
+        return _Pod(plan.pod_id, plan.pool, plan.pod_class, engine, ScrapedMetrics(0, 0, 0.0, 0, 0.0))
 
     def run(self, items: Sequence[ReplayItem], progress: ProgressFn | None = None) -> ReplayResult:
         total = len(items)
@@ -230,6 +229,7 @@ class ClusterSimulation:
                     self.in_flight.requests[pod.pod_id],
                     self.in_flight.prefill_tokens[pod.pod_id],
                     self.prefix.score(pod.pod_id, view.block_hashes),
+                    pod_class=pod.pod_class,
                 )
             )
         return out
@@ -253,7 +253,7 @@ class ClusterSimulation:
         if snap is None:
             raise SimError(f"policy {self.policy.name!r} chose {decision.pod_id!r}, not a candidate")
         pod = self._by_id[snap.pod_id]
-        rec.pod_id, rec.pool = pod.pod_id, pod.pool
+        rec.pod_id, rec.pool, rec.pod_class = pod.pod_id, pod.pool, pod.pod_class
         uncached = round(view.prompt_tokens * (1.0 - snap.prefix_cache_score))
         d = _Dispatch(item, pod, snap.features(view, 1), uncached, rec)
         self.in_flight.dispatch(pod.pod_id, uncached)
@@ -296,7 +296,7 @@ class ClusterSimulation:
             hit_rate = st.prefix_hits / st.prefix_queries if st.prefix_queries else 0.0
             pods.append(
                 PodResult(
-                    p.pod_id, p.pool, p.dispatched, st.busy_s, st.steps, st.preemptions,
+                    p.pod_id, p.pool, p.pod_class, p.dispatched, st.busy_s, st.steps, st.preemptions,
                     st.kv_usage_integral / elapsed, st.max_kv_usage, hit_rate,
                     None if self.scenario is None else p.events,
                 )

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from sim.cluster.config import ClusterConfig, PoolSpec, load_cluster_file, parse_pools
+from sim.cluster.config import ClusterConfig, PoolSpec, parse_pools
+from sim.cluster.config_file import load_cluster_file
 from sim.engine.config import PRESETS, EngineConfig
 from sim.engine.errors import ConfigError
 from sim.paths import default_trace

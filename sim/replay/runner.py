@@ -27,7 +27,8 @@ def run_policy(
 ) -> tuple[dict[str, Any], ReplayResult]:
     """Build the policy, replay ``items`` on a fresh cluster, return ``(summary, result)``."""
     reg = registry or default_registry()
-    ctx = PolicyContext(seed=seed, pods=cfg.pod_ids(), options=dict(options or {}))
+    classes = {p.pod_id: p.pod_class for p in cfg.pods()}
+    ctx = PolicyContext(seed=seed, pods=cfg.pod_ids(), options=dict(options or {}), pod_classes=classes)
     pol = reg.build(policy, ctx)
     t0, c0 = time.perf_counter(), time.process_time()
     sim = ClusterSimulation(cfg, pol, seed=seed, scenario=scenario)

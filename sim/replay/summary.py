@@ -66,7 +66,7 @@ def summarize(
         "per_pod_share": {p.pod_id: round(p.requests / routed, 4) for p in result.pods},
         "per_pod": {
             p.pod_id: {
-                "pool": p.pool, "requests": p.requests, "busy_s": round(p.busy_s, 3),
+                "pool": p.pool, "pod_class": p.pod_class, "requests": p.requests, "busy_s": round(p.busy_s, 3),
                 "kv_usage_mean": round(p.mean_kv_usage, 4), "kv_usage_max": round(p.max_kv_usage, 4),
                 "preemptions": p.preemptions, "prefix_hit_rate": round(p.prefix_hit_rate, 4),
                 "steps": p.steps,
