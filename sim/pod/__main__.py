@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 
-from sim.engine.config import PRESETS, EngineConfig
+from sim.engine.config import PRESETS, PROVISIONING_RULES, EngineConfig
 from sim.engine.errors import ConfigError, SimError
 from sim.pod.config import PodConfig
 from sim.pod.launch import PodGroup
@@ -27,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-num-seqs", type=int, default=None)
     p.add_argument("--max-num-batched-tokens", type=int, default=None)
     p.add_argument("--num-gpu-blocks", type=int, default=None, help="override the KV cache size in blocks")
+    p.add_argument("--tensor-parallel-size", type=int, default=None, help="GPUs per pod (needs a TP profile)")
+    p.add_argument("--provisioning", choices=PROVISIONING_RULES, default=None,
+                   help="worst-case: cap max_num_seqs so max_num_seqs x max_model_len fits the KV cache")
     p.add_argument("--no-prefix-caching", action="store_true")
     p.add_argument("--noise-std", type=float, default=None)
     p.add_argument("--time-scale", type=float, default=1.0, help="real s per simulated s (0.1 = 10x faster)")
@@ -66,6 +69,8 @@ def configs_from_args(args: argparse.Namespace) -> list[PodConfig]:
             max_num_seqs=args.max_num_seqs,
             max_num_batched_tokens=args.max_num_batched_tokens,
             num_gpu_blocks_override=args.num_gpu_blocks,
+            tensor_parallel_size=args.tensor_parallel_size,
+            provisioning=args.provisioning,
             enable_prefix_caching=False if args.no_prefix_caching else None,
             noise_std=args.noise_std,
             seed=args.seed + i,

@@ -8,7 +8,7 @@ from typing import Any
 
 from sim.cluster.config import ClusterConfig, PoolSpec, parse_pools
 from sim.cluster.config_file import load_cluster_file
-from sim.engine.config import PRESETS, EngineConfig
+from sim.engine.config import PRESETS, PROVISIONING_RULES, EngineConfig
 from sim.engine.errors import ConfigError
 from sim.paths import default_trace
 from sim.scenario import Scenario, load_scenario
@@ -61,6 +61,9 @@ def _engine_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-num-batched-tokens", type=int, default=None)
     g.add_argument("--gpu-memory-utilization", type=float, default=None)
     g.add_argument("--num-gpu-blocks", type=int, default=None, help="override the KV cache size in blocks")
+    g.add_argument("--tensor-parallel-size", type=int, default=None, help="GPUs per pod (needs a TP profile)")
+    g.add_argument("--provisioning", choices=PROVISIONING_RULES, default=None,
+                   help="worst-case: cap max_num_seqs so max_num_seqs x max_model_len fits the KV cache")
     g.add_argument("--no-prefix-caching", action="store_true")
     g.add_argument("--noise-std", type=float, default=None)
 
@@ -72,6 +75,8 @@ def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "max_num_batched_tokens": args.max_num_batched_tokens,
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "num_gpu_blocks_override": args.num_gpu_blocks,
+        "tensor_parallel_size": args.tensor_parallel_size,
+        "provisioning": args.provisioning,
         "enable_prefix_caching": False if args.no_prefix_caching else None,
         "noise_std": args.noise_std,
     }
@@ -81,6 +86,10 @@ def cluster_from_args(args: argparse.Namespace) -> ClusterConfig:
     overrides = engine_overrides(args)
     extra: dict[str, Any] = {}
     if args.cluster_config is not None:
+        given = sorted(k for k, v in overrides.items() if v is not None)
+        if given:
+            raise ConfigError(f"engine override flags ({', '.join(given)}) do not combine with --cluster-config; "
+                              "set those keys in the file")
         pools, extra = load_cluster_file(args.cluster_config)
     elif args.pools:
         pools = parse_pools(args.pools, args.preset, overrides)
