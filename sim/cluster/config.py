@@ -66,8 +66,8 @@ class ClusterConfig:
     router_prefix_blocks: int | None = None
     """Capacity of the router's per-pod prefix index (default: the pod's KV blocks)."""
     fast_forward: bool = True
-    expose_output_length: bool = True
-    """Whether ``RequestView.expected_output_tokens`` carries the trace's output length."""
+    expose_output_length: bool = False
+    """Oracle: ``RequestView.expected_output_tokens`` carries the generated output length."""
 
     def pod_ids(self) -> list[tuple[str, str]]:
         """``(pod_id, pool)`` pairs; ids are ``<pool>-<i>`` (``pod-<i>`` for a single default pool)."""

@@ -47,8 +47,10 @@ class RequestView:
     arrival_s: float
     prompt_tokens: int
     expected_output_tokens: int | None
-    """Known output length (trace-driven load knows it; a real router usually does not)."""
+    """The output length the pod will generate: None unless the replay runs with the oracle
+    ``--expose-output-length`` (a real router does not know it)."""
     max_output_tokens: int | None
+    """The client's ``max_tokens`` (None: no cap); the pod generates at most this many tokens."""
     prefix_key: str
     """Session / conversation identity (stable across turns)."""
     block_hashes: tuple[int, ...]

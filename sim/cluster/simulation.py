@@ -46,6 +46,7 @@ class RequestRecord:
     arrival_s: float
     prompt_tokens: int
     output_tokens: int
+    max_tokens: int | None = None
     pod_id: str | None = None
     pool: str | None = None
     pod_class: str | None = None
@@ -111,6 +112,11 @@ class _Dispatch:
 
 
 ProgressFn = Callable[[int, int, float], None]
+
+
+def _context_needed(view: RequestView) -> int:
+    """vLLM rejects ``prompt + max_tokens > max_model_len`` (and a prompt that leaves no room)."""
+    return view.prompt_tokens + (view.max_output_tokens or 1)
 
 
 class ClusterSimulation:
@@ -216,9 +222,10 @@ class ClusterSimulation:
     # -- routing -----------------------------------------------------------------------------
     def _snapshots(self, view: RequestView) -> list[PodSnapshot]:
         out = []
+        need = _context_needed(view)
         for pod in self.pods:
             max_len = pod.engine.cfg.max_model_len
-            if view.prompt_tokens >= max_len or pod.engine.failed:
+            if need > max_len or pod.engine.failed:
                 continue
             out.append(
                 PodSnapshot(
@@ -236,11 +243,11 @@ class ClusterSimulation:
 
     def _dispatch(self, item: ReplayItem, t: float) -> None:
         view = item.view
-        rec = RequestRecord(view.request_id, t, view.prompt_tokens, item.output_tokens)
+        rec = RequestRecord(view.request_id, t, view.prompt_tokens, item.output_tokens, view.max_output_tokens)
         self.records.append(rec)
         snaps = self._snapshots(view)
         if not snaps:
-            fits = any(view.prompt_tokens < p.engine.cfg.max_model_len for p in self.pods)
+            fits = any(_context_needed(view) <= p.engine.cfg.max_model_len for p in self.pods)
             rec.shed_reason = "no_live_pod" if fits else "prompt_too_long"
             return
         decision: Decision = self.policy.choose(view, snaps)

@@ -12,6 +12,7 @@ from sim.engine.config import PRESETS, PROVISIONING_RULES, EngineConfig
 from sim.engine.errors import ConfigError
 from sim.paths import default_trace
 from sim.scenario import Scenario, load_scenario
+from sim.workload.budgets import DEFAULT_MAX_TOKENS_POLICY
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--slo-ttft-ms", type=float, default=None)
     p.add_argument("--slo-tpot-ms", type=float, default=None)
     p.add_argument("--scrape-interval-ms", type=float, default=50.0, help="metrics staleness (0 = fresh)")
-    p.add_argument("--hide-output-length", action="store_true", help="policies do not see output lengths")
+    p.add_argument("--max-tokens-policy", default=DEFAULT_MAX_TOKENS_POLICY, metavar="SPEC",
+                   help="client max_tokens per request: fixed:N | multiple:K (x median output) | "
+                        "choice:N=W,... | none (default %(default)s)")
+    p.add_argument("--expose-output-length", action="store_true",
+                   help="ORACLE: policies see the exact output length in expected_output_tokens")
+    p.add_argument("--hide-output-length", action="store_true",
+                   help="accepted for old scripts; no effect (output lengths are hidden by default)")
     p.add_argument("--no-fast-forward", action="store_true", help="simulate every decode step individually")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _engine_flags(p)
@@ -97,10 +104,12 @@ def cluster_from_args(args: argparse.Namespace) -> ClusterConfig:
         if args.pods < 1:
             raise ConfigError("--pods must be >= 1")
         pools = (PoolSpec("pod", args.pods, EngineConfig.from_preset(args.preset, **overrides)),)
+    if args.hide_output_length and args.expose_output_length:
+        raise ConfigError("--hide-output-length and --expose-output-length contradict each other")
     kwargs: dict[str, Any] = {
         "scrape_interval_s": args.scrape_interval_ms / 1e3,
         "fast_forward": not args.no_fast_forward,
-        "expose_output_length": not args.hide_output_length,
+        "expose_output_length": args.expose_output_length,
     }
     kwargs.update(extra)
     return ClusterConfig(pools=pools, **kwargs)

@@ -94,13 +94,15 @@ def _count(values: list[str]) -> dict[str, int]:
 
 
 def format_table(summaries: Sequence[dict[str, Any]]) -> str:
-    head = (f"{'policy':<18}{'reqs':>7}{'shed':>6}{'ttft p50':>10}{'p90':>9}{'p99':>9}"
+    head = (f"{'policy':<22}{'reqs':>7}{'shed':>6}{'ttft p50':>10}{'p90':>9}{'p99':>9}"
             f"{'tpot p50':>10}{'p90':>8}{'p99':>8}{'pre/1k':>8}{'busy':>7}{'hit':>7}{'wall s':>8}")
     lines = [head, "-" * len(head)]
     for s in summaries:
         t, p = s["ttft_ms"], s["tpot_ms"]
+        oracle = s.get("request_budget", {}).get("output_length") == "oracle"
+        label = s["policy"] + (" [oracle]" if oracle else "")
         lines.append(
-            f"{s['policy']:<18}{s['requests']:>7}{s['shed']:>6}{t['p50']:>10.0f}{t['p90']:>9.0f}{t['p99']:>9.0f}"
+            f"{label:<22}{s['requests']:>7}{s['shed']:>6}{t['p50']:>10.0f}{t['p90']:>9.0f}{t['p99']:>9.0f}"
             f"{p['p50']:>10.1f}{p['p90']:>8.1f}{p['p99']:>8.1f}{s['preemptions_per_1k']:>8.1f}"
             f"{s['utilisation']:>7.2f}{s['prefix_hit_fraction_mean']:>7.2f}{s['wall_s']:>8.1f}"
         )

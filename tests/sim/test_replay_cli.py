@@ -124,3 +124,20 @@ def test_scenario_file(tmp_path: Path) -> None:
     scenario.write_text('[[events]]\nat_s = 1.0\npod = "pod-5"\nspeed_factor = 2.0\n')
     bad = _replay("--pods", "2", "--scenario", str(scenario), "--quiet")
     assert bad.returncode == 2 and "event 0: 'pod' = 'pod-5' does not exist" in bad.stderr
+
+
+def test_request_budget_flags(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    res = _replay("--pods", "2", "--max-tokens-policy", "fixed:64", "--hide-output-length", "--out", str(out),
+                  "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text())["request_budget"] == {"max_tokens_policy": "fixed:64",
+                                                             "output_length": "hidden"}
+    res = _replay("--pods", "2", "--expose-output-length", "--out", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text())["request_budget"] == {"max_tokens_policy": "fixed:1024",
+                                                             "output_length": "oracle"}
+    bad = _replay("--max-tokens-policy", "fixed:lots", "--quiet")
+    assert bad.returncode == 2 and "--max-tokens-policy" in bad.stderr
+    both = _replay("--hide-output-length", "--expose-output-length", "--quiet")
+    assert both.returncode == 2 and "contradict" in both.stderr
