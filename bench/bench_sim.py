@@ -17,7 +17,9 @@ from typing import Any
 
 from bench.bench_sim_pod import HEADER as POD_HEADER
 from bench.bench_sim_pod import pod_row
+from bench.bench_sim_scenarios import markdown as scenarios_markdown
 from sim.calibrate import markdown as calibration_markdown
+from sim.calibrate import tp_markdown
 from sim.cluster.config import ClusterConfig, PoolSpec, single_pool
 from sim.engine.config import EngineConfig
 from sim.paths import default_trace
@@ -33,13 +35,17 @@ Notes:
   CLI equivalent: `python -m sim.replay --pods 8 --policy round-robin --rate-scale 9.5 --out summary.json`
   (adds ~0.3 s of trace loading). Wall time depends on other work sharing the 2 cores (load average
   at the start of the run is printed above); on an idle machine wall is within ~10 % of CPU time.
+- Every replay uses the default client budget `max_tokens = 1024` (`--max-tokens-policy fixed:1024`,
+  output lengths hidden from the policies), so prompts above 7,168 tokens fit no 8k pod (4 shed).
 - Load: busy-time utilisation is ~100 % for every pod at this rate (continuous batching keeps a
   pod stepping whenever it holds a request), so load is stated against saturation throughput instead.
 - With 80 GB A100s an 8B model has ~450k tokens of KV, so the conv trace causes no preemptions at this
   load; the `gpu_mem_util 0.35` row (`--gpu-memory-utilization 0.35`) shows the KV-pressure regime:
   preemption storms and multi-second TTFT tails at the same offered load.
 - The two-pool row uses built-in policies, which are not pool-aware (they only filter out pods whose
-  `max_model_len` does not fit the prompt): every long prompt lands on the 2 long pods, which saturate.
+  `max_model_len` does not fit the request): every long prompt lands on the 2 long pods, which saturate.
+  With the default `max_tokens = 1024` a 2k-context pod takes only prompts up to 1,024 tokens (vLLM
+  rejects `prompt + max_tokens > max_model_len`), so more than half of the traffic must go long.
   It demonstrates pool mechanics, not a dual-pool policy (that is the router_client team's).
 - TTFT CDF figure: `python -m sim.replay --rate-scale 9.5
   --policy round-robin,least-queue,least-kv,prefix-affinity --plot bench/out/sim_ttft_cdf.png`.
@@ -122,11 +128,13 @@ def main(argv: list[str] | None = None) -> None:
         "2 cores. Trace: Azure LLM inference trace 2023 (conv, 19,366 requests), Microsoft Azure, "
         f"CC-BY 4.0. Load average at start: {os.getloadavg()[0]:.1f}.\n",
         "### Calibration: step time vs batch tokens (`python -m sim.calibrate`)\n",
-        calibration_markdown(["llama3-8b-a100", "llama2-7b-h100"]),
+        calibration_markdown(["llama3-8b-a100", "llama3-8b-h100", "llama2-7b-h100", "llama3-70b-a100-tp4"]),
+        tp_markdown(),
         f"### Full conv-trace replay, 8 pods "
         f"(`python -m bench.bench_sim --rate-scale {args.rate_scale:g}`)\n",
         replay_section(args.rate_scale),
         NOTES,
+        scenarios_markdown(args.rate_scale),
         "### Pod server over HTTP (`python -m bench.bench_sim_pod`)\n",
         "One A100 pod, 200 concurrent streaming completions (200-word prompt, 32 output tokens) from one",
         "httpx client on loopback.\n",

@@ -1,6 +1,6 @@
 """Cluster replay building blocks: policy contract, registry, built-in policies, simulation."""
 
-from sim.cluster.config import ClusterConfig, PoolSpec, single_pool
+from sim.cluster.config import ClusterConfig, PodGroupSpec, PodPlan, PoolSpec, single_pool
 from sim.cluster.policy import (
     FEATURE_FIELDS,
     TRAINING_FIELDS,
@@ -27,6 +27,8 @@ __all__ = [
     "Policy",
     "PolicyContext",
     "PolicyFactory",
+    "PodGroupSpec",
+    "PodPlan",
     "PolicyRegistry",
     "PoolSpec",
     "ReplayItem",

@@ -1,11 +1,9 @@
-"""Cluster configuration: pools of pods (each pool with its own engine config) and router knobs."""
+"""Cluster configuration: pools of pods (each pool with its own engine config, or groups of pods
+with different presets in one pool) and router knobs."""
 
 from __future__ import annotations
 
-import json
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sim.engine.config import EngineConfig
@@ -13,10 +11,51 @@ from sim.engine.errors import ConfigError
 
 
 @dataclass(frozen=True)
+class PodGroupSpec:
+    """``count`` pods of one engine config inside a pool."""
+
+    count: int
+    engine: EngineConfig
+    pod_class: str = ""
+    """Label routers may learn per-class latency from (default: the preset name)."""
+
+    @property
+    def label(self) -> str:
+        return self.pod_class or self.engine.preset
+
+
+@dataclass(frozen=True)
 class PoolSpec:
     name: str
     count: int
     engine: EngineConfig
+    """The pool's engine (for a mixed pool: the first group's)."""
+    groups: tuple[PodGroupSpec, ...] = ()
+    """Mixed pool: the pods in order, group by group (``count`` is their total)."""
+    pod_class: str = ""
+
+    def __post_init__(self) -> None:
+        if self.groups and self.count != sum(g.count for g in self.groups):
+            raise ConfigError(f"pool {self.name!r}: count {self.count} is not the sum of its groups' counts")
+
+    @classmethod
+    def mixed(cls, name: str, groups: tuple[PodGroupSpec, ...]) -> PoolSpec:
+        if not groups:
+            raise ConfigError(f"pool {name!r}: 'groups' must not be empty")
+        return cls(name, sum(g.count for g in groups), groups[0].engine, groups)
+
+    def members(self) -> list[tuple[EngineConfig, str]]:
+        """``(engine, pod_class)`` of every pod of the pool, in pod-index order."""
+        groups = self.groups or (PodGroupSpec(self.count, self.engine, self.pod_class),)
+        return [(g.engine, g.label) for g in groups for _ in range(g.count)]
+
+
+@dataclass(frozen=True)
+class PodPlan:
+    pod_id: str
+    pool: str
+    engine: EngineConfig
+    pod_class: str
 
 
 @dataclass(frozen=True)
@@ -27,15 +66,18 @@ class ClusterConfig:
     router_prefix_blocks: int | None = None
     """Capacity of the router's per-pod prefix index (default: the pod's KV blocks)."""
     fast_forward: bool = True
-    expose_output_length: bool = True
-    """Whether ``RequestView.expected_output_tokens`` carries the trace's output length."""
+    expose_output_length: bool = False
+    """Oracle: ``RequestView.expected_output_tokens`` carries the generated output length."""
 
     def pod_ids(self) -> list[tuple[str, str]]:
         """``(pod_id, pool)`` pairs; ids are ``<pool>-<i>`` (``pod-<i>`` for a single default pool)."""
+        return [(p.pod_id, p.pool) for p in self.pods()]
+
+    def pods(self) -> list[PodPlan]:
         out = []
         for pool in self.pools:
-            for i in range(pool.count):
-                out.append((f"{pool.name}-{i}", pool.name))
+            for i, (engine, pod_class) in enumerate(pool.members()):
+                out.append(PodPlan(f"{pool.name}-{i}", pool.name, engine, pod_class))
         return out
 
 
@@ -52,41 +94,13 @@ def parse_pools(spec: str, default_preset: str, overrides: dict[str, Any]) -> tu
             raise ConfigError(f"bad pool spec {part!r}; expected name:count[:preset]")
         preset = fields[2] if len(fields) == 3 else default_preset
         pools.append(PoolSpec(fields[0], int(fields[1]), EngineConfig.from_preset(preset, **overrides)))
-    _check_unique(pools)
+    check_unique(pools)
     return tuple(pools)
 
 
-def load_cluster_file(path: Path) -> tuple[tuple[PoolSpec, ...], dict[str, Any]]:
-    """Read ``{"pools": [{"name", "count", "preset", <engine overrides>...}], <cluster keys>}``
-    from JSON or TOML (``[[pools]]`` tables). Returns the pools and the remaining cluster keys."""
-    text = path.read_text()
-    try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (ValueError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot parse {path}: {exc}") from exc
-    raw_pools = data.pop("pools", None)
-    if not isinstance(raw_pools, list) or not raw_pools:
-        raise ConfigError(f"{path}: 'pools' must be a non-empty list")
-    pools = []
-    for raw in raw_pools:
-        if not isinstance(raw, dict) or "name" not in raw or "count" not in raw:
-            raise ConfigError(f"{path}: every pool needs 'name' and 'count'")
-        raw = dict(raw)
-        name = str(raw.pop("name"))
-        count = int(raw.pop("count"))
-        preset = raw.pop("preset", "llama3-8b-a100")
-        pools.append(PoolSpec(name, count, EngineConfig.from_preset(preset, **raw)))
-    _check_unique(pools)
-    allowed = {"scrape_interval_s", "router_prefix_blocks", "fast_forward", "expose_output_length"}
-    unknown = set(data) - allowed
-    if unknown:
-        raise ConfigError(f"{path}: unknown cluster keys {sorted(unknown)}")
-    return tuple(pools), data
-
-
-def _check_unique(pools: list[PoolSpec]) -> None:
+def check_unique(pools: list[PoolSpec]) -> None:
     names = [p.name for p in pools]
     if len(set(names)) != len(names):
         raise ConfigError(f"duplicate pool names in {names}")
-    if any(p.count < 1 for p in pools):
-        raise ConfigError("every pool needs at least one pod")
+    if any(p.count < 1 for p in pools) or any(g.count < 1 for p in pools for g in p.groups):
+        raise ConfigError("every pool and group needs at least one pod")

@@ -36,8 +36,10 @@ class RequestView:
     arrival_s: float
     prompt_tokens: int
     expected_output_tokens: int | None
-    """Known output length (trace-driven load knows it; a real router usually does not)."""
+    """The output length the pod will generate: None unless the replay runs with the oracle
+    ``--expose-output-length`` (a real router does not know it)."""
     max_output_tokens: int | None
+    """The client's ``max_tokens`` (None: no cap); the pod generates at most this many tokens."""
     prefix_key: str
     """Session / conversation identity (stable across turns)."""
     block_hashes: tuple[int, ...]
@@ -69,6 +71,9 @@ class PodSnapshot:
     prefix_cache_score: float
     """Router-side index: matched leading blocks / prompt blocks, 0..1."""
     pod_type: str = ""
+    pod_class: str = ""
+    """Hardware / engine class of the pod (the preset name unless the cluster file names it), so a
+    router can learn per-class latency in a mixed pool. Not one of the eleven contract fields."""
 
     def features(self, request: RequestView, num_tokens_generated: int = 1) -> FeatureRow:
         """The contract fields exactly as a router sends them for this (request, pod); fields a router
@@ -130,6 +135,8 @@ class PolicyContext:
     """``(pod_id, pool)`` of every pod in the cluster, in a stable order."""
     options: Mapping[str, str] = field(default_factory=dict)
     """Free-form ``--policy-opt key=value`` pairs; unknown keys should raise ValueError at build."""
+    pod_classes: Mapping[str, str] = field(default_factory=dict)
+    """``pod_id -> pod_class`` (see :attr:`PodSnapshot.pod_class`)."""
 
 
 @runtime_checkable

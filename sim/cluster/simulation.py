@@ -4,6 +4,11 @@ Arrivals are processed in order. Before each routing decision every pod's engine
 that start before the arrival (decode runs jump in closed form), first-token / completion events
 up to that instant update the router-side state, and the scraped metrics are refreshed if a scrape
 tick passed. The policy then sees only :class:`PodSnapshot` objects.
+
+Scenario events (:mod:`sim.scenario`) are applied at their virtual time: every pod first runs the
+steps that start before it and the events up to it are delivered, then the change applies. A pod
+that fails loses its queued and running requests (recorded with ``aborted = "pod_failed"``, no
+completion callback) and is no candidate until it is restored.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from sim.cluster.config import ClusterConfig
+from sim.cluster.config import ClusterConfig, PodPlan
 from sim.cluster.policy import (
     Completion,
     Decision,
@@ -23,8 +28,9 @@ from sim.cluster.policy import (
     ScrapedMetrics,
 )
 from sim.cluster.router_state import InFlight, PrefixIndex
-from sim.engine import FIRST_TOKEN, Engine, EngineConfig, SimError, StepTimeModel
+from sim.engine import FIRST_TOKEN, Engine, SimError, StepTimeModel
 from sim.engine import Sequence as EngineSeq
+from sim.scenario import Scenario, TimedEvent, apply_change
 
 
 @dataclass(frozen=True)
@@ -40,8 +46,10 @@ class RequestRecord:
     arrival_s: float
     prompt_tokens: int
     output_tokens: int
+    max_tokens: int | None = None
     pod_id: str | None = None
     pool: str | None = None
+    pod_class: str | None = None
     shed_reason: str | None = None
     ttft_ms: float | None = None
     tpot_ms: float | None = None
@@ -50,12 +58,15 @@ class RequestRecord:
     preemptions: int = 0
     predicted_ttft_ms: float | None = None
     predicted_tpot_ms: float | None = None
+    aborted: str | None = None
+    """Why the request was lost after dispatch (``pod_failed``), else None."""
 
 
 @dataclass
 class PodResult:
     pod_id: str
     pool: str
+    pod_class: str
     requests: int
     busy_s: float
     steps: int
@@ -63,6 +74,8 @@ class PodResult:
     mean_kv_usage: float
     max_kv_usage: float
     prefix_hit_rate: float
+    events: list[dict[str, object]] | None = None
+    """Scenario events applied to this pod (None when the run had no scenario)."""
 
 
 @dataclass
@@ -78,9 +91,13 @@ class ReplayResult:
 class _Pod:
     pod_id: str
     pool: str
+    pod_class: str
     engine: Engine
     scraped: ScrapedMetrics
     dispatched: int = 0
+    active: dict[str, _Dispatch] = field(default_factory=dict)
+    """Dispatched and not completed, by request id."""
+    events: list[dict[str, object]] = field(default_factory=list)
 
 
 @dataclass
@@ -90,48 +107,82 @@ class _Dispatch:
     features: dict[str, float | int | str]
     uncached: int
     record: RequestRecord
+    first_token_seen: bool = False
+    aborted: bool = False
 
 
 ProgressFn = Callable[[int, int, float], None]
 
 
+def _context_needed(view: RequestView) -> int:
+    """vLLM rejects ``prompt + max_tokens > max_model_len`` (and a prompt that leaves no room)."""
+    return view.prompt_tokens + (view.max_output_tokens or 1)
+
+
 class ClusterSimulation:
-    def __init__(self, cfg: ClusterConfig, policy: Policy, seed: int = 0) -> None:
+    def __init__(self, cfg: ClusterConfig, policy: Policy, seed: int = 0, scenario: Scenario | None = None) -> None:
         self.cfg = cfg
         self.policy = policy
-        self.pods: list[_Pod] = []
-        pod_ids = cfg.pod_ids()
-        pools = {p.name: p.engine for p in cfg.pools}
-        for n, (pod_id, pool) in enumerate(pod_ids):
-            self.pods.append(self._make_pod(pod_id, pool, pools[pool], seed * 1009 + n))
+        self.scenario = scenario
+        self.pods = [self._make_pod(plan, seed * 1009 + n) for n, plan in enumerate(cfg.pods())]
         self._by_id = {p.pod_id: p for p in self.pods}
         capacity = cfg.router_prefix_blocks or max(p.engine.pool.num_blocks for p in self.pods)
-        self.prefix = PrefixIndex([p for p, _ in pod_ids], capacity)
-        self.in_flight = InFlight([p for p, _ in pod_ids])
+        self.prefix = PrefixIndex(list(self._by_id), capacity)
+        self.in_flight = InFlight(list(self._by_id))
         self._events: list[tuple[float, int, int, EngineSeq]] = []
         self._event_no = 0
         self._last_tick = -math.inf
         self.records: list[RequestRecord] = []
         self.samples: list[dict[str, float | int | str]] = []
+        if scenario is not None:
+            scenario.check_pods({p.pod_id: p.engine.cfg for p in self.pods})
 
     @staticmethod
-    def _make_pod(pod_id: str, pool: str, cfg: EngineConfig, seed: int) -> _Pod:
-        engine = Engine(cfg, StepTimeModel(cfg, seed=seed))
-        return _Pod(pod_id, pool, engine, ScrapedMetrics(0, 0, 0.0, 0, 0.0))
+    def _make_pod(plan: PodPlan, seed: int) -> _Pod:
+        engine = Engine(plan.engine, StepTimeModel(plan.engine, seed=seed))
+        return _Pod(plan.pod_id, plan.pool, plan.pod_class, engine, ScrapedMetrics(0, 0, 0.0, 0, 0.0))
 
     def run(self, items: Sequence[ReplayItem], progress: ProgressFn | None = None) -> ReplayResult:
         total = len(items)
+        pending: list[TimedEvent] = []
+        if self.scenario is not None and items:
+            pending = self.scenario.resolve(items[0].view.arrival_s, items[-1].view.arrival_s)[::-1]
         for i, item in enumerate(items):
             t = item.view.arrival_s
+            while pending and pending[-1].at_s <= t:
+                self._apply_event(pending.pop())
             self._maybe_scrape(t)
             self._advance_all(t)
             self._drain(t)
             self._dispatch(item, t)
             if progress is not None and (i % 256 == 0 or i == total - 1):
                 progress(i + 1, total, t)
+        while pending:
+            self._apply_event(pending.pop())
         self._advance_all(math.inf)
         self._drain(math.inf)
         return self._result(items)
+
+    # -- scenario ----------------------------------------------------------------------------
+    def _apply_event(self, ev: TimedEvent) -> None:
+        self._maybe_scrape(ev.at_s)
+        self._advance_all(ev.at_s)
+        self._drain(ev.at_s)
+        pod = self._by_id[ev.pod]
+        apply_change(pod.engine, ev.change, ev.at_s)
+        pod.events.append(ev.describe())
+        if ev.change.fail:
+            self._abort_all(pod)
+
+    def _abort_all(self, pod: _Pod) -> None:
+        """Release the router-side state of every request lost with ``pod``."""
+        for d in pod.active.values():
+            d.aborted = True
+            d.record.aborted = "pod_failed"
+            if not d.first_token_seen:
+                self.in_flight.first_token(pod.pod_id, d.uncached)
+            self.in_flight.complete(pod.pod_id)
+        pod.active.clear()
 
     # -- time --------------------------------------------------------------------------------
     def _maybe_scrape(self, t: float) -> None:
@@ -160,7 +211,10 @@ class ClusterSimulation:
         while events and events[0][0] <= t:
             when, _, kind, seq = heapq.heappop(events)
             d: _Dispatch = seq.payload
+            if d.aborted:
+                continue
             if kind == FIRST_TOKEN:
+                d.first_token_seen = True
                 self.in_flight.first_token(d.pod.pod_id, d.uncached)
             else:
                 self._complete(seq, d, when)
@@ -168,9 +222,10 @@ class ClusterSimulation:
     # -- routing -----------------------------------------------------------------------------
     def _snapshots(self, view: RequestView) -> list[PodSnapshot]:
         out = []
+        need = _context_needed(view)
         for pod in self.pods:
             max_len = pod.engine.cfg.max_model_len
-            if view.prompt_tokens >= max_len:
+            if need > max_len or pod.engine.failed:
                 continue
             out.append(
                 PodSnapshot(
@@ -181,17 +236,19 @@ class ClusterSimulation:
                     self.in_flight.requests[pod.pod_id],
                     self.in_flight.prefill_tokens[pod.pod_id],
                     self.prefix.score(pod.pod_id, view.block_hashes),
+                    pod_class=pod.pod_class,
                 )
             )
         return out
 
     def _dispatch(self, item: ReplayItem, t: float) -> None:
         view = item.view
-        rec = RequestRecord(view.request_id, t, view.prompt_tokens, item.output_tokens)
+        rec = RequestRecord(view.request_id, t, view.prompt_tokens, item.output_tokens, view.max_output_tokens)
         self.records.append(rec)
         snaps = self._snapshots(view)
         if not snaps:
-            rec.shed_reason = "prompt_too_long"
+            fits = any(_context_needed(view) <= p.engine.cfg.max_model_len for p in self.pods)
+            rec.shed_reason = "no_live_pod" if fits else "prompt_too_long"
             return
         decision: Decision = self.policy.choose(view, snaps)
         rec.predicted_ttft_ms = decision.predicted_ttft_ms
@@ -203,17 +260,19 @@ class ClusterSimulation:
         if snap is None:
             raise SimError(f"policy {self.policy.name!r} chose {decision.pod_id!r}, not a candidate")
         pod = self._by_id[snap.pod_id]
-        rec.pod_id, rec.pool = pod.pod_id, pod.pool
+        rec.pod_id, rec.pool, rec.pod_class = pod.pod_id, pod.pool, pod.pod_class
         uncached = round(view.prompt_tokens * (1.0 - snap.prefix_cache_score))
         d = _Dispatch(item, pod, snap.features(view, 1), uncached, rec)
         self.in_flight.dispatch(pod.pod_id, uncached)
         self.prefix.record(pod.pod_id, view.block_hashes)
         pod.dispatched += 1
+        pod.active[view.request_id] = d
         seq = EngineSeq(view.request_id, view.prompt_tokens, item.output_tokens, view.block_hashes, payload=d)
         pod.engine.add(seq, t)
 
     def _complete(self, seq: EngineSeq, d: _Dispatch, when: float) -> None:
         self.in_flight.complete(d.pod.pod_id)
+        del d.pod.active[seq.request_id]
         rec = d.record
         ttft_ms = (seq.ttft or 0.0) * 1e3
         tpot_ms = seq.avg_tpot * 1e3
@@ -244,8 +303,9 @@ class ClusterSimulation:
             hit_rate = st.prefix_hits / st.prefix_queries if st.prefix_queries else 0.0
             pods.append(
                 PodResult(
-                    p.pod_id, p.pool, p.dispatched, st.busy_s, st.steps, st.preemptions,
+                    p.pod_id, p.pool, p.pod_class, p.dispatched, st.busy_s, st.steps, st.preemptions,
                     st.kv_usage_integral / elapsed, st.max_kv_usage, hit_rate,
+                    None if self.scenario is None else p.events,
                 )
             )
         return ReplayResult(self.records, self.samples, pods, elapsed)

@@ -2,7 +2,7 @@
 
 from sim.engine.config import PRESETS, EngineConfig, GpuSpec, ModelSpec
 from sim.engine.engine import FINISHED, FIRST_TOKEN, Engine, EngineStats, Event, StepResult
-from sim.engine.errors import ConfigError, PromptTooLong, RequestRejected, SimError
+from sim.engine.errors import ConfigError, PodFailed, PromptTooLong, RequestRejected, SimError
 from sim.engine.sequence import Sequence
 from sim.engine.steptime import StepTimeModel
 
@@ -17,6 +17,7 @@ __all__ = [
     "Event",
     "GpuSpec",
     "ModelSpec",
+    "PodFailed",
     "PromptTooLong",
     "RequestRejected",
     "Sequence",

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from sim.engine.config import EngineConfig
-from sim.engine.errors import PromptTooLong
+from sim.engine.errors import PodFailed, PromptTooLong
 from sim.engine.fastforward import try_decode_jump
 from sim.engine.kvcache import BlockPool
 from sim.engine.sequence import FINISHED, FIRST_TOKEN, Event, Sequence
@@ -55,6 +55,8 @@ class Engine:
         self.running: list[Sequence] = []
         self.clock = 0.0
         self.stats = EngineStats()
+        self.failed = False
+        """Set by a scenario's ``fail`` event: the pod takes no requests until ``restore``."""
 
     # -- admission ---------------------------------------------------------------------------
     def check_fits(self, prompt_len: int, requested_output: int = 0) -> None:
@@ -65,6 +67,8 @@ class Engine:
 
     def add(self, seq: Sequence, now: float) -> None:
         """Queue ``seq`` at time ``now``; output is clipped so the sequence fits ``max_model_len``."""
+        if self.failed:
+            raise PodFailed()
         self.check_fits(seq.prompt_len)
         seq.output_len = min(seq.output_len, self.cfg.max_model_len - seq.prompt_len)
         if not self.has_work():
@@ -91,6 +95,33 @@ class Engine:
             seq.hashed, seq.n_plain = [], 0
         seq.finished = True
         seq.finish_time = self.clock
+
+    # -- scenario operations ------------------------------------------------------------------
+    def fail(self, now: float) -> list[Sequence]:
+        """The pod crashes at ``now``: every queued and running request is lost (returned), and so
+        is the KV cache content (the pool restarts empty); no admission until :meth:`restore`."""
+        lost = [*self.running, *self.waiting]
+        for seq in lost:
+            seq.finished = True
+            seq.finish_time = now
+            seq.hashed, seq.n_plain = [], 0
+        self.running = []
+        self.waiting.clear()
+        self.pool = BlockPool(self.pool.num_blocks, self.cfg.enable_prefix_caching)
+        self.clock = max(self.clock, now)
+        self.failed = True
+        return lost
+
+    def restore(self, now: float) -> None:
+        """The pod is back (empty cache, same speed factor and KV capacity as before the failure)."""
+        self.failed = False
+        self.clock = max(self.clock, now)
+
+    def resize_kv(self, num_blocks: int) -> None:
+        """Change the KV capacity; a shrink below current use preempts the newest running sequences."""
+        self.pool.resize(num_blocks)
+        while self.pool.reclaim() > 0 and self.running:
+            self._preempt(self.running.pop())
 
     # -- one step ----------------------------------------------------------------------------
     def step(self) -> StepResult | None:

@@ -17,6 +17,15 @@ class RequestRejected(SimError):
     code = "rejected"
 
 
+class PodFailed(RequestRejected):
+    """The pod is down (a scenario's ``fail`` event) and takes no requests."""
+
+    code = "pod_failed"
+
+    def __init__(self, message: str = "the pod is down (scenario failure)") -> None:
+        super().__init__(message)
+
+
 class PromptTooLong(RequestRejected):
     """Prompt (or prompt + requested output) does not fit in ``max_model_len``."""
 

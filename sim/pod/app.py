@@ -16,8 +16,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from sim.engine import PromptTooLong, RequestRejected, Sequence
+from sim.engine import ConfigError, PodFailed, PromptTooLong, RequestRejected, Sequence
 from sim.paths import default_trace
+from sim.pod.admin import add_admin_routes
 from sim.pod.config import PodConfig
 from sim.pod.metrics import PodMetrics
 from sim.pod.openai import BadRequest, ParsedRequest, ResponseShaper, error_body, parse, usage
@@ -31,7 +32,7 @@ class Overloaded(RequestRejected):
 
 
 def _status(exc: RequestRejected) -> tuple[int, str]:
-    if isinstance(exc, Overloaded):
+    if isinstance(exc, (Overloaded, PodFailed)):
         return 503, "ServiceUnavailableError"
     if isinstance(exc, (PromptTooLong, BadRequest)):
         return 400, "BadRequestError"
@@ -70,6 +71,8 @@ class _Handler:
         req = parse(body, kind)
         block = self.cfg.engine.block_size
         prompt_tokens, hashes = account(req.text, req.token_ids, req.prompt_token_count, block)
+        if self.runtime.engine.failed:
+            raise PodFailed()
         self.runtime.engine.check_fits(prompt_tokens, req.max_tokens or 0)
         if self.runtime.queue_depth() >= self.cfg.max_queue:
             raise Overloaded(f"pod queue is full ({self.cfg.max_queue} waiting requests)")
@@ -92,6 +95,8 @@ class _Handler:
         except asyncio.CancelledError:
             self.runtime.abort(seq)
             raise
+        if ev.error is not None:
+            raise PodFailed(ev.error)
         body = shaper.full(ev.index, ev.finish_reason, usage(seq.prompt_len, ev.index))
         return Response(orjson.dumps(body), media_type="application/json")
 
@@ -102,6 +107,11 @@ class _Handler:
         try:
             while True:
                 ev = await sink.queue.get()
+                if ev.error is not None:
+                    done = True
+                    yield b"data: " + orjson.dumps(error_body(ev.error, "ServiceUnavailableError", 503)) + b"\n\n"
+                    yield b"data: [DONE]\n\n"
+                    return
                 yield b"data: " + orjson.dumps(shaper.chunk(ev.index, ev.finish_reason)) + b"\n\n"
                 if ev.finish_reason is not None:
                     break
@@ -138,6 +148,10 @@ def build_app(cfg: PodConfig) -> FastAPI:
         status, err_type = _status(exc)
         return JSONResponse(error_body(str(exc), err_type, status), status_code=status)
 
+    @app.exception_handler(ConfigError)
+    async def _bad_config(_request: Request, exc: ConfigError) -> JSONResponse:
+        return JSONResponse(error_body(str(exc), "BadRequestError", 400), status_code=400)
+
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:
         return await handler.handle(request, "completion")
@@ -154,10 +168,13 @@ def build_app(cfg: PodConfig) -> FastAPI:
 
     @app.get("/health")
     async def health() -> JSONResponse:
-        ok = runtime.alive
-        body = {"status": "ok" if ok else "engine stopped", "model": handler.model, "pool": cfg.pool,
-                "preset": cfg.engine.preset}
+        ok = runtime.alive and not runtime.engine.failed
+        status = "ok" if ok else "failed" if runtime.engine.failed else "engine stopped"
+        body = {"status": status, "model": handler.model, "pool": cfg.pool, "preset": cfg.engine.preset,
+                "pod": cfg.pod_id}
         return JSONResponse(body, status_code=200 if ok else 503)
+
+    add_admin_routes(app, runtime)
 
     @app.get("/metrics")
     def prometheus() -> Response:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim.engine.config import EngineConfig
+from sim.scenario import TimedEvent
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,10 @@ class PodConfig:
     """Requests waiting in the engine beyond this are refused with 503."""
     pool: str = ""
     """Free-form pool label (shown in /health)."""
+    pod_id: str = "pod-0"
+    """Identity in scenario files and ``/admin/scenario`` (``sim.pod`` names pod ``i`` ``pod-<i>``)."""
+    scenario: tuple[TimedEvent, ...] = ()
+    """Scheduled changes; ``at_s`` = virtual seconds since the pod started (events of other pods ignored)."""
     max_lag_s: float = 0.025
     """Real seconds the engine may run behind the wall clock (GIL / CPU jitter) before its simulated
     clock is pushed forward; larger keeps simulated latencies exact under CPU contention, smaller keeps

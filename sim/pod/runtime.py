@@ -2,7 +2,11 @@
 
 Requests are handed over through a lock-protected inbox; each step's token emissions are delivered
 to the asyncio side in one ``call_soon_threadsafe`` batch when the step's end time is reached, so
-SSE chunks are paced by engine steps. The event loop never runs engine code.
+SSE chunks are paced by engine steps. The event loop never runs engine code beyond O(1) hand-overs
+and scenario changes (:meth:`PodRuntime.apply_now`, all under the same lock).
+
+Scenario events scheduled in :attr:`PodConfig.scenario` apply when the pod's virtual time (wall time
+since start / ``time_scale``) reaches them; a step already running finishes at its old speed.
 """
 
 from __future__ import annotations
@@ -10,12 +14,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 from sim.engine import Engine, Sequence, StepResult
 from sim.pod.config import PodConfig
 from sim.pod.metrics import PodMetrics
 from sim.pod.view import EngineView
+from sim.scenario import PodChange, TimedEvent, apply_change, pod_condition
 
 
 @dataclass(frozen=True)
@@ -23,7 +30,9 @@ class TokenEvent:
     index: int
     """1-based token number."""
     finish_reason: str | None
-    """``"length"`` / ``"stop"`` on the last token, else None."""
+    """``"length"`` / ``"stop"`` on the last token, ``"abort"`` when the pod failed, else None."""
+    error: str | None = None
+    """Why the request was aborted (the pod failed), else None."""
 
 
 class TokenSink:
@@ -34,6 +43,8 @@ class TokenSink:
         self.queue: asyncio.Queue[TokenEvent] = asyncio.Queue()
         self.length_limited = length_limited
         self.last_token_v = 0.0
+        self.closed = False
+        """Set when the request was lost; later token emissions are dropped."""
 
 
 class PodRuntime:
@@ -48,6 +59,12 @@ class PodRuntime:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._t0 = time.monotonic()
+        mine = [e for e in cfg.scenario if e.pod == cfg.pod_id]
+        for ev in mine:
+            ev.change.check(cfg.engine, f"scenario event {ev.index}")
+        self._pending = deque(sorted(mine, key=lambda e: (e.at_s, e.index)))
+        self.events: list[dict[str, Any]] = []
+        """Scenario changes applied so far (scheduled or via the admin endpoint)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -83,6 +100,26 @@ class PodRuntime:
         with self._cond:
             return len(self._inbox) + len(self.engine.waiting)
 
+    def apply_now(self, change: PodChange) -> dict[str, Any]:
+        """Apply ``change`` at the current virtual time (admin endpoint); return the new state."""
+        with self._cond:
+            self._apply(change, self.virtual_now(), "admin")
+            self._cond.notify()
+            return self._state()
+
+    def scenario_state(self) -> dict[str, Any]:
+        with self._cond:
+            return self._state()
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "pod": self.cfg.pod_id,
+            "virtual_time_s": round(self.virtual_now(), 6),
+            **pod_condition(self.engine),
+            "events": list(self.events),
+            "pending": [e.describe() for e in self._pending],
+        }
+
     def view(self) -> EngineView:
         with self._cond:
             e = self.engine
@@ -98,10 +135,10 @@ class PodRuntime:
     def _run(self) -> None:
         while not self._stop.is_set():
             with self._cond:
-                while not self._stop.is_set() and not self._inbox and not self.engine.has_work():
-                    self._cond.wait(0.5)
+                self._wait_for_work()
                 if self._stop.is_set():
                     return
+                self._apply_due()
                 self._admit_inbox()
                 res = self.engine.step()
             if res is None:
@@ -112,10 +149,53 @@ class PodRuntime:
                     return
                 self._publish(res)
 
+    def _wait_for_work(self) -> None:
+        while not self._stop.is_set() and not self._inbox and not self.engine.has_work():
+            timeout = 0.5
+            if self._pending:
+                due = (self._pending[0].at_s - self.virtual_now()) * self.cfg.time_scale
+                if due <= 0:
+                    return
+                timeout = min(timeout, due)
+            self._cond.wait(timeout)
+
+    def _apply_due(self) -> None:
+        now = self.virtual_now()
+        while self._pending and self._pending[0].at_s <= now:
+            ev: TimedEvent = self._pending.popleft()
+            self._apply(ev.change, now, f"scenario event {ev.index}")
+
+    def _apply(self, change: PodChange, now: float, source: str) -> None:
+        self._lose(apply_change(self.engine, change, now), now)
+        if change.fail:
+            self._drop_inbox(now)
+        self.events.append({"at_s": round(now, 6), "source": source, **change.as_dict()})
+
+    def _drop_inbox(self, now: float) -> None:
+        for seq in self._inbox:
+            seq.arrival = now
+        self._lose(list(self._inbox), now)
+        self._inbox.clear()
+
+    def _lose(self, seqs: list[Sequence], now: float) -> None:
+        """Tell the clients of ``seqs`` that the pod failed under them."""
+        batches: dict[asyncio.AbstractEventLoop, list[tuple[TokenSink, TokenEvent]]] = {}
+        for seq in seqs:
+            sink: TokenSink = seq.payload
+            sink.closed = True
+            seq.finished, seq.finish_time = True, now
+            self.metrics.observe_finished(seq, "abort")
+            event = TokenEvent(seq.num_output, "abort", "the pod failed (scenario)")
+            batches.setdefault(sink.loop, []).append((sink, event))
+        _send(batches)
+
     def _admit_inbox(self) -> None:
         """Sync the engine clock with the wall clock (tolerating ``max_lag_s`` of lag) and admit."""
         now = self.virtual_now()
         engine = self.engine
+        if engine.failed:
+            self._drop_inbox(now)
+            return
         if engine.has_work():
             engine.clock = max(engine.clock, now - self.cfg.max_lag_s / self.cfg.time_scale)
         for seq in self._inbox:
@@ -127,6 +207,8 @@ class PodRuntime:
         finished = set(map(id, res.finished))
         for seq in res.emitted:
             sink: TokenSink = seq.payload
+            if sink.closed:
+                continue
             reason = None
             if id(seq) in finished:
                 reason = "length" if sink.length_limited else "stop"
@@ -137,10 +219,15 @@ class PodRuntime:
             sink.last_token_v = res.end
             batches.setdefault(sink.loop, []).append((sink, TokenEvent(seq.num_output, reason)))
         for seq in res.finished:
-            self.metrics.observe_finished(seq, "length" if seq.payload.length_limited else "stop")
-        for loop, batch in batches.items():
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(_deliver, batch)
+            if not seq.payload.closed:
+                self.metrics.observe_finished(seq, "length" if seq.payload.length_limited else "stop")
+        _send(batches)
+
+
+def _send(batches: dict[asyncio.AbstractEventLoop, list[tuple[TokenSink, TokenEvent]]]) -> None:
+    for loop, batch in batches.items():
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(_deliver, batch)
 
 
 def _deliver(batch: list[tuple[TokenSink, TokenEvent]]) -> None:

@@ -9,12 +9,13 @@ from typing import Any
 
 from sim.cluster.registry import default_registry
 from sim.engine.errors import SimError
-from sim.replay.cli import build_parser, cluster_from_args, parse_options, trace_path
+from sim.replay.cli import build_parser, cluster_from_args, parse_options, scenario_from_args, trace_path
 from sim.replay.items import build_items
 from sim.replay.outputs import plot_ttft_cdf, post_samples, write_requests_csv, write_samples_csv
 from sim.replay.progress import ProgressBar
 from sim.replay.runner import run_policy
 from sim.replay.summary import format_table
+from sim.workload.budgets import MaxTokensPolicy
 from sim.workload.trace import load_trace
 
 
@@ -31,9 +32,13 @@ def run(argv: list[str] | None = None) -> int:
         print("\n".join(registry.names()))
         return 0
     cfg = cluster_from_args(args)
+    scenario = scenario_from_args(args, cfg)
     trace = load_trace(trace_path(args), args.rate_scale, args.limit, args.duration, args.start)
+    budget = MaxTokensPolicy.parse(args.max_tokens_policy)
     items = build_items(trace, args.seed, expose_output_length=cfg.expose_output_length,
-                        slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms)
+                        slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, max_tokens=budget)
+    request_budget = {"max_tokens_policy": budget.spec,
+                      "output_length": "oracle" if cfg.expose_output_length else "hidden"}
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     many = len(policies) > 1
     summaries: dict[str, dict[str, Any]] = {}
@@ -41,7 +46,9 @@ def run(argv: list[str] | None = None) -> int:
     for name in policies:
         bar = ProgressBar(name, enabled=not args.quiet)
         options = parse_options(args.policy_opt, name)
-        summary, result = run_policy(cfg, items, name, args.seed, registry, options, bar, args.slo_ttft_ms)
+        summary, result = run_policy(cfg, items, name, args.seed, registry, options, bar, args.slo_ttft_ms,
+                                     scenario)
+        summary["request_budget"] = request_budget
         summaries[name] = summary
         ttfts[name] = [r.ttft_ms for r in result.records if r.ttft_ms is not None]
         if args.requests_csv:

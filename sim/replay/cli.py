@@ -6,10 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from sim.cluster.config import ClusterConfig, PoolSpec, load_cluster_file, parse_pools
-from sim.engine.config import PRESETS, EngineConfig
+from sim.cluster.config import ClusterConfig, PoolSpec, parse_pools
+from sim.cluster.config_file import load_cluster_file
+from sim.engine.config import PRESETS, PROVISIONING_RULES, EngineConfig
 from sim.engine.errors import ConfigError
 from sim.paths import default_trace
+from sim.scenario import Scenario, load_scenario
+from sim.workload.budgets import DEFAULT_MAX_TOKENS_POLICY
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,10 +43,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples-csv", type=Path, default=None, help="training samples (TrainingEntry columns)")
     p.add_argument("--trainer-url", default=None, help="POST samples to {url}/add_training_data_bulk")
     p.add_argument("--plot", type=Path, default=None, help="PNG of the TTFT CDF per policy")
+    p.add_argument("--scenario", type=Path, default=None,
+                   help="TOML [[events]]: per-pod speed factor, fail/restore, prefix flush, KV size")
     p.add_argument("--slo-ttft-ms", type=float, default=None)
     p.add_argument("--slo-tpot-ms", type=float, default=None)
     p.add_argument("--scrape-interval-ms", type=float, default=50.0, help="metrics staleness (0 = fresh)")
-    p.add_argument("--hide-output-length", action="store_true", help="policies do not see output lengths")
+    p.add_argument("--max-tokens-policy", default=DEFAULT_MAX_TOKENS_POLICY, metavar="SPEC",
+                   help="client max_tokens per request: fixed:N | multiple:K (x median output) | "
+                        "choice:N=W,... | none (default %(default)s)")
+    p.add_argument("--expose-output-length", action="store_true",
+                   help="ORACLE: policies see the exact output length in expected_output_tokens")
+    p.add_argument("--hide-output-length", action="store_true",
+                   help="accepted for old scripts; no effect (output lengths are hidden by default)")
     p.add_argument("--no-fast-forward", action="store_true", help="simulate every decode step individually")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     _engine_flags(p)
@@ -57,6 +68,9 @@ def _engine_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-num-batched-tokens", type=int, default=None)
     g.add_argument("--gpu-memory-utilization", type=float, default=None)
     g.add_argument("--num-gpu-blocks", type=int, default=None, help="override the KV cache size in blocks")
+    g.add_argument("--tensor-parallel-size", type=int, default=None, help="GPUs per pod (needs a TP profile)")
+    g.add_argument("--provisioning", choices=PROVISIONING_RULES, default=None,
+                   help="worst-case: cap max_num_seqs so max_num_seqs x max_model_len fits the KV cache")
     g.add_argument("--no-prefix-caching", action="store_true")
     g.add_argument("--noise-std", type=float, default=None)
 
@@ -68,6 +82,8 @@ def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "max_num_batched_tokens": args.max_num_batched_tokens,
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "num_gpu_blocks_override": args.num_gpu_blocks,
+        "tensor_parallel_size": args.tensor_parallel_size,
+        "provisioning": args.provisioning,
         "enable_prefix_caching": False if args.no_prefix_caching else None,
         "noise_std": args.noise_std,
     }
@@ -77,6 +93,10 @@ def cluster_from_args(args: argparse.Namespace) -> ClusterConfig:
     overrides = engine_overrides(args)
     extra: dict[str, Any] = {}
     if args.cluster_config is not None:
+        given = sorted(k for k, v in overrides.items() if v is not None)
+        if given:
+            raise ConfigError(f"engine override flags ({', '.join(given)}) do not combine with --cluster-config; "
+                              "set those keys in the file")
         pools, extra = load_cluster_file(args.cluster_config)
     elif args.pools:
         pools = parse_pools(args.pools, args.preset, overrides)
@@ -84,13 +104,21 @@ def cluster_from_args(args: argparse.Namespace) -> ClusterConfig:
         if args.pods < 1:
             raise ConfigError("--pods must be >= 1")
         pools = (PoolSpec("pod", args.pods, EngineConfig.from_preset(args.preset, **overrides)),)
+    if args.hide_output_length and args.expose_output_length:
+        raise ConfigError("--hide-output-length and --expose-output-length contradict each other")
     kwargs: dict[str, Any] = {
         "scrape_interval_s": args.scrape_interval_ms / 1e3,
         "fast_forward": not args.no_fast_forward,
-        "expose_output_length": not args.hide_output_length,
+        "expose_output_length": args.expose_output_length,
     }
     kwargs.update(extra)
     return ClusterConfig(pools=pools, **kwargs)
+
+
+def scenario_from_args(args: argparse.Namespace, cfg: ClusterConfig) -> Scenario | None:
+    if args.scenario is None:
+        return None
+    return load_scenario(args.scenario, [pod for pod, _ in cfg.pod_ids()])
 
 
 def parse_options(pairs: list[str], policy: str) -> dict[str, str]:

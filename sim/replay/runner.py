@@ -11,6 +11,7 @@ from sim.cluster.policy import PolicyContext
 from sim.cluster.registry import PolicyRegistry, default_registry
 from sim.cluster.simulation import ClusterSimulation, ProgressFn, ReplayItem, ReplayResult
 from sim.replay.summary import summarize
+from sim.scenario import Scenario
 
 
 def run_policy(
@@ -22,13 +23,15 @@ def run_policy(
     options: Mapping[str, str] | None = None,
     progress: ProgressFn | None = None,
     slo_ttft_ms: float | None = None,
+    scenario: Scenario | None = None,
 ) -> tuple[dict[str, Any], ReplayResult]:
     """Build the policy, replay ``items`` on a fresh cluster, return ``(summary, result)``."""
     reg = registry or default_registry()
-    ctx = PolicyContext(seed=seed, pods=cfg.pod_ids(), options=dict(options or {}))
+    classes = {p.pod_id: p.pod_class for p in cfg.pods()}
+    ctx = PolicyContext(seed=seed, pods=cfg.pod_ids(), options=dict(options or {}), pod_classes=classes)
     pol = reg.build(policy, ctx)
     t0, c0 = time.perf_counter(), time.process_time()
-    sim = ClusterSimulation(cfg, pol, seed=seed)
+    sim = ClusterSimulation(cfg, pol, seed=seed, scenario=scenario)
     result = sim.run(items, progress)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     summary = summarize(result, policy, wall, slo_ttft_ms)

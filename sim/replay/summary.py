@@ -40,6 +40,7 @@ def summarize(
     recs = result.records
     done = [r for r in recs if r.ttft_ms is not None]
     shed = [r for r in recs if r.shed_reason is not None]
+    aborted = sum(1 for r in recs if r.aborted is not None)
     ttft = [r.ttft_ms for r in done if r.ttft_ms is not None]
     tpot = [r.tpot_ms for r in done if r.tpot_ms is not None and r.output_tokens > 1]
     preempt = sum(p.preemptions for p in result.pods)
@@ -49,6 +50,7 @@ def summarize(
         "requests": len(recs),
         "completed": len(done),
         "shed": len(shed),
+        "aborted": aborted,
         "ttft_ms": _pcts(ttft),
         "tpot_ms": _pcts(tpot),
         "e2e_ms": _pcts([r.e2e_ms for r in done if r.e2e_ms is not None]),
@@ -64,10 +66,11 @@ def summarize(
         "per_pod_share": {p.pod_id: round(p.requests / routed, 4) for p in result.pods},
         "per_pod": {
             p.pod_id: {
-                "pool": p.pool, "requests": p.requests, "busy_s": round(p.busy_s, 3),
+                "pool": p.pool, "pod_class": p.pod_class, "requests": p.requests, "busy_s": round(p.busy_s, 3),
                 "kv_usage_mean": round(p.mean_kv_usage, 4), "kv_usage_max": round(p.max_kv_usage, 4),
                 "preemptions": p.preemptions, "prefix_hit_rate": round(p.prefix_hit_rate, 4),
                 "steps": p.steps,
+                **({} if p.events is None else {"events": p.events}),
             }
             for p in result.pods
         },
@@ -91,13 +94,15 @@ def _count(values: list[str]) -> dict[str, int]:
 
 
 def format_table(summaries: Sequence[dict[str, Any]]) -> str:
-    head = (f"{'policy':<18}{'reqs':>7}{'shed':>6}{'ttft p50':>10}{'p90':>9}{'p99':>9}"
+    head = (f"{'policy':<22}{'reqs':>7}{'shed':>6}{'ttft p50':>10}{'p90':>9}{'p99':>9}"
             f"{'tpot p50':>10}{'p90':>8}{'p99':>8}{'pre/1k':>8}{'busy':>7}{'hit':>7}{'wall s':>8}")
     lines = [head, "-" * len(head)]
     for s in summaries:
         t, p = s["ttft_ms"], s["tpot_ms"]
+        oracle = s.get("request_budget", {}).get("output_length") == "oracle"
+        label = s["policy"] + (" [oracle]" if oracle else "")
         lines.append(
-            f"{s['policy']:<18}{s['requests']:>7}{s['shed']:>6}{t['p50']:>10.0f}{t['p90']:>9.0f}{t['p99']:>9.0f}"
+            f"{label:<22}{s['requests']:>7}{s['shed']:>6}{t['p50']:>10.0f}{t['p90']:>9.0f}{t['p99']:>9.0f}"
             f"{p['p50']:>10.1f}{p['p90']:>8.1f}{p['p99']:>8.1f}{s['preemptions_per_1k']:>8.1f}"
             f"{s['utilisation']:>7.2f}{s['prefix_hit_fraction_mean']:>7.2f}{s['wall_s']:>8.1f}"
         )

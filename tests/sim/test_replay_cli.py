@@ -106,3 +106,38 @@ def test_cluster_config_file_and_errors(tmp_path: Path) -> None:
     conf.write_text('[[pools]]\nname = "a"\ncount = 1\nmax_model_lenn = 5\n')
     bad = _replay("--cluster-config", str(conf), "--quiet")
     assert bad.returncode == 2 and "max_model_lenn" in bad.stderr
+
+
+def test_scenario_file(tmp_path: Path) -> None:
+    scenario, out, reqs = tmp_path / "s.toml", tmp_path / "s.json", tmp_path / "r.csv"
+    scenario.write_text('[[events]]\nat_fraction = 0.5\npod = "pod-1"\nspeed_factor = 2.0\n'
+                        '[[events]]\nat_s = 1.0\npod = "pod-0"\nflush_prefix_cache = true\n')
+    res = _replay("--pods", "2", "--scenario", str(scenario), "--out", str(out), "--requests-csv", str(reqs),
+                  "--quiet")
+    assert res.returncode == 0, res.stderr
+    per_pod = json.loads(out.read_text())["per_pod"]
+    assert [e["speed_factor"] for e in per_pod["pod-1"]["events"]] == [2.0]
+    assert per_pod["pod-0"]["events"] == [{"at_s": 1.0, "flush_prefix_cache": True}]
+    with reqs.open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert {"pod_id", "arrival_s", "aborted"} <= set(rows[0])
+    scenario.write_text('[[events]]\nat_s = 1.0\npod = "pod-5"\nspeed_factor = 2.0\n')
+    bad = _replay("--pods", "2", "--scenario", str(scenario), "--quiet")
+    assert bad.returncode == 2 and "event 0: 'pod' = 'pod-5' does not exist" in bad.stderr
+
+
+def test_request_budget_flags(tmp_path: Path) -> None:
+    out = tmp_path / "s.json"
+    res = _replay("--pods", "2", "--max-tokens-policy", "fixed:64", "--hide-output-length", "--out", str(out),
+                  "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text())["request_budget"] == {"max_tokens_policy": "fixed:64",
+                                                             "output_length": "hidden"}
+    res = _replay("--pods", "2", "--expose-output-length", "--out", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(out.read_text())["request_budget"] == {"max_tokens_policy": "fixed:1024",
+                                                             "output_length": "oracle"}
+    bad = _replay("--max-tokens-policy", "fixed:lots", "--quiet")
+    assert bad.returncode == 2 and "--max-tokens-policy" in bad.stderr
+    both = _replay("--hide-output-length", "--expose-output-length", "--quiet")
+    assert both.returncode == 2 and "contradict" in both.stderr
