@@ -128,3 +128,13 @@ def test_format_1_records_are_read_with_the_frozen_legacy_layout(tmp_path: Path)
     for j, name in enumerate(STORED_FIELDS):
         np.testing.assert_array_equal(records[0].matrix[:, j], legacy[name])
     assert log.next_seq == 4
+
+
+def test_record_metadata_and_several_records_in_one_write(tmp_path: Path) -> None:
+    log, _ = open_log(tmp_path)
+    firsts = log.append_batches([(matrix(2), {"source": "10.0.0.7"}), (matrix(3, 50), {"quarantined": True})])
+    assert firsts == [0, 2] and log.rows == 5
+    log.close()
+    _, records = open_log(tmp_path)
+    assert [dict(r.meta) for r in records] == [{"source": "10.0.0.7"}, {"quarantined": True}]
+    np.testing.assert_array_equal(records[1].matrix, matrix(3, 50))

@@ -16,9 +16,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -140,15 +141,24 @@ class SampleLog:
             raise StorageError(f"cannot write sample log: {exc}") from exc
         self._segments[-1].bytes += len(frame)
 
-    def append_rows(self, matrix: np.ndarray) -> int:
+    def append_rows(self, matrix: np.ndarray, meta: Mapping[str, Any] | None = None) -> int:
         """Durably append rows (n, k); returns the sequence number of the first row."""
+        return self.append_batches([(matrix, meta)])[0]
+
+    def append_batches(self, batches: Sequence[tuple[np.ndarray, Mapping[str, Any] | None]]) -> list[int]:
+        """Durably append several records in ONE write + fdatasync (all or none acknowledged); returns the
+        first sequence number of each."""
         with self._lock:
-            first = self._next_seq
-            self._write(encode_rows(first, time.time(), matrix, self.layout.fields))
-            self._segments[-1].rows += len(matrix)
-            self._next_seq += len(matrix)
+            firsts, frames, seq, now = [], [], self._next_seq, time.time()
+            for matrix, meta in batches:
+                firsts.append(seq)
+                frames.append(encode_rows(seq, now, matrix, self.layout.fields, meta))
+                seq += len(matrix)
+            self._write(b"".join(frames))
+            self._segments[-1].rows += seq - self._next_seq
+            self._next_seq = seq
             self._maintain()
-            return first
+            return firsts
 
     def append_flush(self, flush_train: bool, flush_test: bool) -> None:
         """Record a flush; when everything is flushed, older segments are dropped too."""

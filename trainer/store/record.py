@@ -3,8 +3,9 @@
 Rows records say which columns they hold, so a spec change never makes old rows unreadable:
 
 * ``KIND_ROWS_NAMED`` (written now): ``first_seq u64 | wall_time f64 | n_rows u32 | n_cols u32 |
-  names_len u32`` + the column names (UTF-8, ``\\n``-joined) + ``n_cols`` little-endian float64 columns
-  of ``n_rows`` values each (columnar; ``pod_type`` is its numeric code).
+  names_len u32`` + the column names (UTF-8, ``\\n``-joined) + ``meta_len u32`` + a JSON object of
+  record metadata (e.g. ``source``, ``quarantined``; ``{}`` when none) + ``n_cols`` little-endian
+  float64 columns of ``n_rows`` values each (columnar; ``pod_type`` is its numeric code).
 * ``KIND_ROWS`` (format 1, read only): the same without the names; its columns are
   ``LEGACY_V1_FIELDS``, the layout every log held before names were recorded.
 
@@ -19,8 +20,11 @@ import struct
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
+import orjson
 
 from shared.features import FEATURE_FIELDS, RAW_FEATURE_NAMES, TARGET_FIELDS
 
@@ -71,6 +75,8 @@ class RowsRecord:
     matrix: np.ndarray  # (n_rows, len(layout.fields)) float64
     names: tuple[str, ...] = STORED_FIELDS
     """The columns the record held on disk (its layout before mapping)."""
+    meta: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """Record metadata written with the rows (which client sent them, whether they are quarantined, ...)."""
 
     @property
     def n_rows(self) -> int:
@@ -97,14 +103,15 @@ def _frame(kind: int, payload: bytes) -> bytes:
 
 
 def encode_rows(first_seq: int, wall_time: float, matrix: np.ndarray,
-                names: Sequence[str] = STORED_FIELDS) -> bytes:
+                names: Sequence[str] = STORED_FIELDS, meta: Mapping[str, Any] | None = None) -> bytes:
     n, k = matrix.shape
     if k != len(names):
         raise ValueError(f"matrix has {k} columns, layout names {len(names)}")
     label = "\n".join(names).encode()
+    extra = orjson.dumps(dict(meta or {}))
     body = np.ascontiguousarray(matrix.T, dtype="<f8").tobytes()
     return _frame(KIND_ROWS_NAMED, ROWS_HEAD.pack(first_seq, wall_time, n, k) + NAMES_LEN.pack(len(label))
-                  + label + body)
+                  + label + NAMES_LEN.pack(len(extra)) + extra + body)
 
 
 def encode_flush(seq: int, flush_train: bool, flush_test: bool) -> bytes:
@@ -123,21 +130,35 @@ def _names(payload: bytes, at: int) -> tuple[tuple[str, ...], int] | None:
     return tuple(text.split("\n")) if text else (), start + size
 
 
+def _meta(payload: bytes, at: int) -> tuple[Mapping[str, Any], int] | None:
+    if len(payload) < at + NAMES_LEN.size:
+        return None
+    (size,) = NAMES_LEN.unpack_from(payload, at)
+    start = at + NAMES_LEN.size
+    try:
+        meta = orjson.loads(payload[start:start + size])
+    except orjson.JSONDecodeError:
+        return None
+    return (MappingProxyType(meta), start + size) if isinstance(meta, dict) else None
+
+
 def _decode_rows(kind: int, payload: bytes, layout: Layout) -> RowsRecord | None:
     if len(payload) < ROWS_HEAD.size:
         return None
     first_seq, wall, n, k = ROWS_HEAD.unpack_from(payload)
+    meta: Mapping[str, Any] = MappingProxyType({})
     if kind == KIND_ROWS:
         names, start = LEGACY_V1_FIELDS, ROWS_HEAD.size
     else:
         parsed = _names(payload, ROWS_HEAD.size)
-        if parsed is None:
+        extra = None if parsed is None else _meta(payload, parsed[1])
+        if parsed is None or extra is None:
             return None
-        names, start = parsed
+        names, (meta, start) = parsed[0], extra
     if k != len(names) or len(set(names)) != k or len(payload) != start + 8 * n * k:
         return None
     flat = np.frombuffer(payload, dtype="<f8", offset=start)
-    return RowsRecord(first_seq, wall, layout.adopt(names, flat.reshape(k, n)), names)
+    return RowsRecord(first_seq, wall, layout.adopt(names, flat.reshape(k, n)), names, meta)
 
 
 def _decode_payload(kind: int, payload: bytes, layout: Layout) -> Record | None:
