@@ -47,5 +47,23 @@ class TrainerSettings(CommonSettings):
     train_threads: int = env("LATENCY_TRAIN_THREADS", 2, "Threads for XGBoost fitting; TTFT and TPOT are fitted "
                              "concurrently with max(1, threads // 2) XGBoost threads each.", ge=1)
     bundles_kept: int = env("LATENCY_BUNDLES_KEPT", 5, "Published bundle versions kept on disk.", ge=2)
+    quarantine_factor: float = env(
+        "LATENCY_QUARANTINE_FACTOR", 20.0, "A row whose TTFT or TPOT exceeds this × the live model's p99 for its "
+        "features is stored but kept out of training (quarantined); 0 disables.", ge=0)
+    quarantine_min_sources: int = env(
+        "LATENCY_QUARANTINE_MIN_SOURCES", 2, "Quarantined rows are released into training only when they come from "
+        "at least this many clients (peer addresses) ... ", ge=1)
+    quarantine_sustain_intervals: int = env(
+        "LATENCY_QUARANTINE_SUSTAIN_INTERVALS", 3, "... and were the majority of incoming rows in this many "
+        "consecutive intervals.", ge=1)
+    quarantine_interval_sec: float = env("LATENCY_QUARANTINE_INTERVAL_SEC", 10.0,
+                                         "Length of one quarantine counting interval (0: every ingest call).", ge=0)
+    prequential_window: int = env("LATENCY_PREQUENTIAL_WINDOW", 2000, "Newest incoming rows over which the live "
+                                  "model's coverage and pinball are measured (per model).", ge=10)
+    drift_band_low: float = env("LATENCY_DRIFT_BAND_LOW", 0.80, "Drift alarm: live coverage below this ...",
+                                gt=0, lt=1)
+    drift_band_high: float = env("LATENCY_DRIFT_BAND_HIGH", 0.97, "... or above this ...", gt=0, le=1)
+    drift_hold_sec: float = env("LATENCY_DRIFT_HOLD_SEC", 60.0, "... for this long raises the alarm "
+                                "(trainer_drift_alarm, one log line).", ge=0)
     write_token: str | None = env("LATENCY_WRITE_TOKEN", None,
                                   "If set, POST /flush requires 'Authorization: Bearer <token>'.")

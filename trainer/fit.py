@@ -55,9 +55,14 @@ class FitParams:
 
 def training_columns(name: str, rows: Rows, tpot_zero_token_count: bool) -> dict[str, np.ndarray]:
     """Raw columns of ``rows`` as the model trains on them (TPOT: tokens generated zeroed, §5)."""
-    cols = {field: rows.column(field) for field in STORED_FIELDS}
+    return matrix_columns(name, rows.data, tpot_zero_token_count)
+
+
+def matrix_columns(name: str, data: np.ndarray, tpot_zero_token_count: bool) -> dict[str, np.ndarray]:
+    """Raw columns of a stored-layout matrix as model ``name`` trains on them."""
+    cols = {field: data[:, j] for j, field in enumerate(STORED_FIELDS)}
     if name == "tpot" and tpot_zero_token_count:
-        cols["num_tokens_generated"] = np.zeros(len(rows))
+        cols["num_tokens_generated"] = np.zeros(len(data))
     return cols
 
 

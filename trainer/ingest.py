@@ -1,7 +1,10 @@
-"""Ingest: request bytes → validated columns → durable log → training window.
+"""Ingest: request bytes → validated columns → live check → durable log → training window.
 
 Atomic by default (any invalid row → 422, nothing stored). Partial mode stores the valid rows
 and reports the rejected ones. Rows with both targets 0 are valid but not stored (contract §2.2).
+Before storing, the live model predicts every row (prequential error, drift alarm) and rows far
+beyond its p99 are quarantined: stored durably in the same write, flagged, kept out of the window
+until the quarantine releases them (``trainer.quarantine``).
 """
 
 from __future__ import annotations
@@ -17,8 +20,11 @@ from shared.columns import Bounds, invalid_rows, to_columns
 from shared.errors import RequestValidationFailed, StorageError
 from shared.features import MODEL_NAMES, TARGET_OF
 from shared.jsonbody import list_field, parse_json
+from trainer.live import LiveBundle
 from trainer.metrics import TrainerMetrics
-from trainer.store import SampleLog
+from trainer.prequential import Prequential
+from trainer.quarantine import Quarantine
+from trainer.store import RowsRecord, SampleLog
 from trainer.store.record import STORED_FIELDS, columns_to_matrix
 from trainer.window import COL, Window
 
@@ -43,12 +49,13 @@ def validate(rows: list[Any], bounds: Bounds, max_errors: int) -> dict[str, np.n
 
 class Ingestor:
     def __init__(self, sample_log: SampleLog, window: Window, metrics: TrainerMetrics, bounds: Bounds,
-                 max_rows: int) -> None:
+                 max_rows: int, live: LiveBundle, prequential: Prequential, quarantine: Quarantine) -> None:
         self.log, self.window, self.metrics = sample_log, window, metrics
         self.bounds, self.max_rows = bounds, max_rows
+        self.live, self.prequential, self.quarantine = live, prequential, quarantine
         self.lock = threading.Lock()  # log order == window order
 
-    def ingest(self, body: bytes, partial: bool) -> IngestResult:
+    def ingest(self, body: bytes, partial: bool, source: str = "unknown") -> IngestResult:
         rows = list_field(parse_json(body), "entries", min_len=0, max_len=self.max_rows)
         if not rows:
             return IngestResult(0, 0)
@@ -67,27 +74,62 @@ class Ingestor:
             cols = validate(keep, self.bounds, max_errors) if keep else {}
         accepted = len(cols["actual_ttft_ms"]) if cols else 0
         if accepted:
-            self.store(columns_to_matrix(cols))
+            self.store(columns_to_matrix(cols), source)
         self.metrics.requests.labels(outcome="partial" if rejected else "accepted").inc()
         return IngestResult(len(rows), accepted, rejected)
 
-    def store(self, matrix: np.ndarray) -> None:
-        """Durably append (one write + fdatasync) and add to the window; raises StorageError."""
+    def store(self, matrix: np.ndarray, source: str = "unknown") -> None:
+        """Check against the live model, durably append (one write + fdatasync: clean and quarantined rows
+        together) and add the clean rows to the window; raises StorageError."""
         useful = (matrix[:, COL["actual_ttft_ms"]] > 0) | (matrix[:, COL["actual_tpot_ms"]] > 0)
         if not useful.all():
             self.metrics.discarded.inc(int((~useful).sum()))
             matrix = matrix[useful]
         if not len(matrix):
             return
+        check = self.prequential.check(self.live.get(), matrix)
+        suspect = self.quarantine.split(matrix, None if check is None else check.top)
+        parts: list[tuple[np.ndarray, dict[str, Any]]] = [
+            (matrix[~suspect], {"source": source}), (matrix[suspect], {"source": source, "quarantined": True})]
+        batches = [(rows, meta) for rows, meta in parts if len(rows)]
         with self.lock:
             try:
-                first = self.log.append_rows(matrix)
+                firsts = self.log.append_batches(batches)
             except StorageError:
                 log.exception("durable append failed")
                 raise StorageError("Failed to add training data in bulk") from None
-            self.window.add(first, matrix)
+            for (rows, meta), first in zip(batches, firsts, strict=True):
+                self.apply(RowsRecord(first, 0.0, rows, meta=meta))
+            self.quarantine.note(int((~suspect).sum()), int(suspect.sum()), source)
+            if self.quarantine.due():
+                self._release()
+        self._count(matrix[~suspect], int(suspect.sum()))
+
+    def apply(self, record: RowsRecord) -> None:
+        """Route a stored rows record: quarantined → held; a release → window (and forget what it covers)."""
+        if record.meta.get("quarantined"):
+            self.quarantine.hold(record.first_seq, record.matrix)
+            return
+        through = record.meta.get("release_through_seq")
+        if isinstance(through, int):
+            self.quarantine.forget_through(through)
+        self.window.add(record.first_seq, record.matrix)
+
+    def _release(self) -> None:
+        rows, through = self.quarantine.release()
+        meta = {"release_through_seq": through}
+        first = self.log.append_rows(rows, meta)
+        self.apply(RowsRecord(first, 0.0, rows, meta=meta))
+        self.metrics.released.inc(len(rows))
+        log.warning("quarantine released %d rows: they were the majority of what arrived for %d intervals, from "
+                    "%d or more clients", len(rows), self.quarantine.policy.sustain_intervals,
+                    self.quarantine.policy.min_sources)
+
+    def _count(self, clean: np.ndarray, held: int) -> None:
         for name in MODEL_NAMES:
-            self.metrics.ingested.labels(model=name).inc(int((matrix[:, COL[TARGET_OF[name]]] > 0).sum()))
+            self.metrics.ingested.labels(model=name).inc(int((clean[:, COL[TARGET_OF[name]]] > 0).sum()))
+        if held:
+            self.metrics.quarantined.inc(held)
 
     def flush(self, train: bool, test: bool) -> dict[str, tuple[int, int]]:
         with self.lock:

@@ -39,6 +39,17 @@ class TrainerMetrics:
         self.decisions = Counter("trainer_retrain_decisions", "Per-model outcome of champion/challenger.",
                                  ["model", "decision"], registry=r)
         self.live_version = Gauge("trainer_live_bundle_version", "Version of the live bundle.", registry=r)
+        self.quarantined = Counter("trainer_samples_quarantined", "Rows stored but kept out of training: a target "
+                                   "above LATENCY_QUARANTINE_FACTOR × the live p99 for the row.", registry=r)
+        self.released = Counter("trainer_samples_released", "Quarantined rows released into the window (a sustained "
+                                "majority from several clients).", registry=r)
+        self.quarantine_held = Gauge("trainer_quarantine_rows", "Quarantined rows held now.", registry=r)
+        self.live_coverage = Gauge("trainer_live_coverage", "Prequential coverage: share of incoming rows at or "
+                                   "below the live model's prediction (rolling window).", ["model"], registry=r)
+        self.live_pinball = Gauge("trainer_live_pinball", "Prequential pinball loss of the live model (rolling "
+                                  "window).", ["model"], registry=r)
+        self.drift_alarm = Gauge("trainer_drift_alarm", "1 while prequential coverage has been outside the band for "
+                                 "LATENCY_DRIFT_HOLD_SEC.", ["model"], registry=r)
         self.score = {k: Gauge(f"trainer_model_{k}", f"Holdout {k} of the last fitted model.", ["model"],
                                registry=r) for k in ("coverage", "mae", "rmse", "pinball")}
         self.history: dict[str, deque[Scores]] = {name: deque(maxlen=HISTORY) for name in MODEL_NAMES}

@@ -23,6 +23,12 @@ def _refresh_gauges(service: TrainerService) -> None:
                 m.bucket_rows.labels(model=name, queue_bucket=str(q), cache_bucket=str(c), prefix_bucket=str(p)).set(n)
     m.durable_rows.set(service.log.rows)
     m.durable_bytes.set(service.log.total_bytes)
+    m.quarantine_held.set(service.quarantine.held)
+    for name, state in service.prequential.state().items():
+        if state["coverage"] is not None:
+            m.live_coverage.labels(model=name).set(float(state["coverage"]))
+            m.live_pinball.labels(model=name).set(float(state["pinball"] or 0.0))
+        m.drift_alarm.labels(model=name).set(float(bool(state["alarm"])))
 
 
 def render(service: TrainerService) -> bytes:

@@ -23,7 +23,8 @@ def build_router(service: TrainerService) -> APIRouter:
     @router.post("/add_training_data_bulk", status_code=202)
     async def add_training_data_bulk(request: Request, partial: bool = False) -> Response:
         body = await request.body()
-        result = await run_in_threadpool(service.ingestor.ingest, body, partial)
+        source = request.client.host if request.client else "unknown"
+        result = await run_in_threadpool(service.ingestor.ingest, body, partial, source)
         content: dict[str, Any] = {"message": result.message}
         if partial:
             content.update(accepted=result.accepted, rejected=result.rejected)

@@ -20,8 +20,10 @@ from trainer.ingest import Ingestor
 from trainer.live import LiveBundle
 from trainer.loop import RetrainLoop
 from trainer.metrics import TrainerMetrics
+from trainer.prequential import Prequential
 from trainer.prior import fit_prior
 from trainer.publisher import Publisher
+from trainer.quarantine import Quarantine, QuarantinePolicy
 from trainer.store import LogLimits, RowsRecord, SampleLog
 from trainer.store.lock import DataDirLock
 from trainer.window import Window
@@ -50,7 +52,12 @@ class TrainerService:
         self.log = SampleLog(self.data_dir / "log", LogLimits(s.retention_max_rows, s.retention_max_bytes,
                                                               s.segment_max_bytes))
         self.publisher = Publisher(self.data_dir / "bundles", s.hmac_key, s.bundles_kept)
-        self.ingestor = Ingestor(self.log, self.window, self.metrics, s.bounds, s.max_ingest_rows)
+        self.prequential = Prequential(s.quantile_alpha, s.prequential_window, (s.drift_band_low, s.drift_band_high),
+                                       s.drift_hold_sec, s.tpot_zero_token_count)
+        self.quarantine = Quarantine(QuarantinePolicy(s.quarantine_factor or float("inf"), s.quarantine_min_sources,
+                                                      s.quarantine_sustain_intervals, s.quarantine_interval_sec))
+        self.ingestor = Ingestor(self.log, self.window, self.metrics, s.bounds, s.max_ingest_rows, self.live,
+                                 self.prequential, self.quarantine)
         self.params = fit_params(s)
         self.retrainer = Retrainer(self.spec, self.params, s.min_samples_for_retrain, self.window, self.publisher,
                                    self.live, self.metrics)
@@ -68,7 +75,7 @@ class TrainerService:
         rows = 0
         for record in self.log.replay():
             if isinstance(record, RowsRecord):
-                self.window.add(record.first_seq, record.matrix)
+                self.ingestor.apply(record)
                 rows += record.n_rows
             else:
                 self.window.flush(record.flush_train, record.flush_test)
