@@ -125,19 +125,22 @@ class Forest:
     def n_outputs(self) -> int:
         return len(self.base_score)
 
-    def predict(self, matrix: np.ndarray) -> np.ndarray:
+    def predict(self, matrix: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
         """Raw margins (float32, bit-equal to XGBoost) of a float32 ``(n, n_features)`` matrix: ``(n,)``
-        for a single-output forest, ``(n, outputs)`` otherwise."""
+        for a single-output forest, ``(n, outputs)`` otherwise. ``base`` (``(n, outputs)``) replaces the
+        base score per row, as XGBoost's ``base_margin`` does."""
         x = np.ascontiguousarray(matrix, dtype=np.float32)
         n = x.shape[0]
+        start = (np.tile(self.base_score, (n, 1)) if base is None
+                 else np.asarray(base, dtype=np.float32).reshape(n, self.n_outputs))
         if not self.n_trees:
-            out = np.tile(self.base_score, (n, 1))
-            return out[:, 0] if self.n_outputs == 1 else out
+            return start[:, 0].copy() if self.n_outputs == 1 else start.copy()
         if n > CHUNK_ROWS:  # bound the rows × trees temporaries (memory), not a speed matter
-            return np.concatenate([self._walk(x[i:i + CHUNK_ROWS]) for i in range(0, n, CHUNK_ROWS)])
-        return self._walk(x)
+            return np.concatenate([self._walk(x[i:i + CHUNK_ROWS], start[i:i + CHUNK_ROWS])
+                                   for i in range(0, n, CHUNK_ROWS)])
+        return self._walk(x, start)
 
-    def _walk(self, x: np.ndarray) -> np.ndarray:
+    def _walk(self, x: np.ndarray, start: np.ndarray) -> np.ndarray:
         n = x.shape[0]
         flat = x.ravel()
         rows = (np.arange(n, dtype=np.int64) * self.n_features)[:, None]
@@ -149,16 +152,16 @@ class Forest:
             node = (high >> 8) + (value >= word.view(np.float32)[..., 0::2])
         leaves = self.leaf.take(node - self.packed.size)
         if self.n_outputs == 1:
-            leaves[:, 0] += self.base_score[0]  # XGBoost's order: base, then each tree, in float32
+            leaves[:, 0] += start[:, 0]  # XGBoost's order: base, then each tree, in float32
             return leaves.cumsum(axis=1)[:, -1]
         grouped = leaves[:, self.order]
         out = np.empty((n, self.n_outputs), dtype=np.float32)
         for k in range(self.n_outputs):
             part = grouped[:, self.starts[k]:self.starts[k + 1]]
             if part.shape[1] == 0:
-                out[:, k] = self.base_score[k]
+                out[:, k] = start[:, k]
                 continue
-            part[:, 0] += self.base_score[k]
+            part[:, 0] += start[:, k]
             out[:, k] = part.cumsum(axis=1)[:, -1]
         return out
 

@@ -80,18 +80,20 @@ class Serving:
         return self.loaded.models[name].primary
 
 
-def _xgb_raw(booster: xgb.Booster) -> RawFn:
-    """``(n, outputs)`` float32 raw margins from XGBoost."""
-    def raw(matrix: np.ndarray) -> np.ndarray:
-        out = booster.inplace_predict(matrix, validate_features=False)
-        return np.asarray(out, dtype=np.float32).reshape(len(matrix), -1)
-    return raw
+def _xgb_raw(model: LoadedModel) -> RawFn:
+    """``(n, outputs)`` raw margins from XGBoost (location booster first when the model has one)."""
+    return model.raw
 
 
-def _forest_raw(forest: Forest) -> RawFn:
-    """``(n, outputs)`` float32 raw margins from the numpy evaluator."""
+def _forest_raw(forest: Forest, location: Forest | None) -> RawFn:
+    """``(n, outputs)`` raw margins from the numpy evaluator, the same sums as XGBoost in float32."""
+    outputs = forest.n_outputs
+
     def raw(matrix: np.ndarray) -> np.ndarray:
-        return forest.predict(matrix).reshape(len(matrix), -1)
+        base = None
+        if location is not None:
+            base = np.repeat(location.predict(matrix).reshape(-1, 1), outputs, axis=1)
+        return forest.predict(matrix, base).reshape(len(matrix), -1).astype(np.float64)
     return raw
 
 
@@ -115,12 +117,13 @@ def probe_matrix(forest: Forest, rows: int = PROBE_ROWS, seed: int = 0) -> np.nd
 def _native_or_none(model: LoadedModel) -> RawFn | None:
     try:
         forest = compile_forest(model.booster)
+        location = compile_forest(model.location) if model.location is not None else None
     except Unsupported as exc:
         log.info("%s: numpy evaluator not used (%s); serving with XGBoost", model.name, exc)
         return None
-    probe = probe_matrix(forest)
-    native = _forest_raw(forest)
-    if not np.array_equal(native(probe), _xgb_raw(model.booster)(probe)):
+    probe = probe_matrix(forest) if location is None else np.vstack([probe_matrix(forest), probe_matrix(location)])
+    native = _forest_raw(forest, location)
+    if not np.array_equal(native(probe), _xgb_raw(model)(probe)):
         log.warning("%s: numpy evaluator differs from XGBoost on the probe; serving with XGBoost", model.name)
         return None
     return native
@@ -156,7 +159,7 @@ def build_serving(bundle: Bundle, settings: PredictorSettings, source: str,
     for name in MODEL_NAMES:
         model = loaded.models[name]
         native = _native_or_none(model) if settings.evaluator != "xgboost" else None
-        raw[name], evaluator[name] = _choose(native, _xgb_raw(model.booster), settings)
+        raw[name], evaluator[name] = _choose(native, _xgb_raw(model), settings)
     model_type, objective_type, quantile = _meta(bundle, settings)
     return Serving(loaded, MappingProxyType(raw), MappingProxyType(evaluator), source, time.time(), model_type,
                    objective_type, quantile)

@@ -41,8 +41,10 @@ MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
 ALLOWED_SUFFIXES = (".ubj", ".json")
 MODEL_SUFFIX = ".ubj"
-ModelFiles = Mapping[str, tuple[bytes, Mapping[str, Any]]]
-"""model name → (file bytes, manifest entry)."""
+ModelFiles = Mapping[str, tuple[Mapping[str, bytes], Mapping[str, Any]]]
+"""model name → ({file name: bytes}, manifest entry)."""
+LOCATION_KEY = "location_file"
+"""Entry key of an optional booster whose output is the quantile booster's base margin."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,12 @@ class Bundle:
 
     def model_bytes(self, name: str) -> bytes:
         return self.files[self.model_entry(name)["file"]]
+
+    def model_files(self, name: str) -> dict[str, bytes]:
+        """Every file of model ``name`` (its booster and, when it has one, its location booster)."""
+        entry = self.model_entry(name)
+        names = [entry["file"], *([entry[LOCATION_KEY]] if entry.get(LOCATION_KEY) else [])]
+        return {n: self.files[n] for n in names}
 
 
 def sha256(data: bytes) -> str:
@@ -105,19 +113,24 @@ def parse_base_score(text: Any) -> list[float]:
     return [float(v) for v in str(text).strip("[]").split(",") if v.strip()]
 
 
-def encode_model(booster: xgb.Booster, name: str, features: Sequence[str],
-                 entry: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]]:
-    """A fitted booster as bundle file bytes (UBJSON) plus its manifest entry (``entry`` extended with
-    ``file``, ``features`` and ``base_score`` — the intercept the tree dump lacks)."""
+def encode_model(booster: xgb.Booster, name: str, features: Sequence[str], entry: Mapping[str, Any],
+                 location: xgb.Booster | None = None) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """A fitted model as bundle files (UBJSON) plus its manifest entry: ``entry`` extended with ``file``,
+    ``features`` and ``base_score`` (the intercept the tree dump lacks); with ``location``, also
+    ``location_file`` — a booster whose output is the main booster's base margin."""
     out = {**entry, "file": f"{name}{MODEL_SUFFIX}", "features": list(features),
-           "base_score": base_score(booster)[0]}
-    return bytes(booster.save_raw("ubj")), out
+           "base_score": base_score(location or booster)[0]}
+    files = {out["file"]: bytes(booster.save_raw("ubj"))}
+    if location is not None:
+        out[LOCATION_KEY] = f"{name}-location{MODEL_SUFFIX}"
+        files[out[LOCATION_KEY]] = bytes(location.save_raw("ubj"))
+    return files, out
 
 
 def assemble(version: int, created_at: str, models: ModelFiles, meta: Mapping[str, Any],
              key: bytes | None) -> tuple[dict[str, Any], dict[str, bytes]]:
     """(manifest, files) of a bundle holding ``models``; signed when ``key`` is given."""
-    files = {entry["file"]: data for data, entry in models.values()}
+    files = {file: data for parts, _ in models.values() for file, data in parts.items()}
     entries = {name: entry for name, (_, entry) in models.items()}
     return build_manifest(version, created_at, entries, files, meta, key), files
 
@@ -237,7 +250,8 @@ def verify_bundle(manifest_bytes: bytes, read_file: Callable[[str], bytes], key:
             raise BundleError(f"{name}: sha256/size mismatch")
         files[name] = data
     for model, entry in manifest["models"].items():
-        if entry.get("file") not in files:
+        if not isinstance(entry, dict) or entry.get("file") not in files or (
+                entry.get(LOCATION_KEY) is not None and entry.get(LOCATION_KEY) not in files):
             raise BundleError(f"model {model!r} names a file not in the bundle")
     return Bundle(MappingProxyType(manifest), MappingProxyType(files), manifest_bytes)
 

@@ -28,10 +28,15 @@ class RollingError:
         self._next = 0
         self._count = 0
         self.total = 0
+        self.covered_total = 0
+        """Pairs seen and pairs covered since creation (``interval`` reads the difference)."""
+        self._mark = (0, 0)
 
     def add(self, predicted: np.ndarray | float, actual: np.ndarray | float) -> None:
         p = np.atleast_1d(np.asarray(predicted, dtype=np.float64))
         a = np.atleast_1d(np.asarray(actual, dtype=np.float64))
+        self.total += len(p)
+        self.covered_total += int(np.sum(a <= p))
         size = len(self._pred)
         if len(p) >= size:
             p, a = p[-size:], a[-size:]
@@ -39,7 +44,6 @@ class RollingError:
         self._pred[slots], self._actual[slots] = p, a
         self._next = int((self._next + len(p)) % size)
         self._count = min(size, self._count + len(p))
-        self.total += len(p)
 
     def __len__(self) -> int:
         return self._count
@@ -48,6 +52,12 @@ class RollingError:
         if not self._count:
             return None
         return float(np.mean(self._actual[: self._count] <= self._pred[: self._count]))
+
+    def interval(self) -> tuple[float | None, int]:
+        """Coverage and pair count since the previous call (the first call: since creation)."""
+        seen, covered = self.total - self._mark[0], self.covered_total - self._mark[1]
+        self._mark = (self.total, self.covered_total)
+        return (covered / seen if seen else None), seen
 
     def pinball(self) -> float | None:
         if not self._count:

@@ -1,7 +1,8 @@
 """Evaluating a verified bundle: XGBoost boosters + calibration, one call per model.
 
 A model entry may serve several quantiles from one booster (XGBoost multi-quantile: one output
-column per quantile, ascending). Per output the served value is
+column per quantile, ascending), optionally on top of a *location* booster (``location_file``)
+whose single output is the quantile booster's base margin for every column. Per output the served value is
 ``max(0, inverse_transform(raw) × scale + offset)`` — the conformal correction the trainer measured
 on its holdout — and each row is sorted so quantiles never cross. ``target_transform`` is
 ``identity`` or ``log1p`` (the booster was fitted on ``log1p(y)``; quantiles commute with it).
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import xgboost as xgb
 
-from shared.bundle import Bundle
+from shared.bundle import LOCATION_KEY, Bundle
 from shared.errors import BundleError
 from shared.features import MODEL_NAMES, FeatureSpec, smoke_columns
 
@@ -46,6 +47,7 @@ class LoadedModel:
     scales: np.ndarray
     offsets: np.ndarray
     transform: str = "identity"
+    location: xgb.Booster | None = None
 
     @property
     def scale(self) -> float:
@@ -57,7 +59,11 @@ class LoadedModel:
 
     def raw(self, matrix: np.ndarray) -> np.ndarray:
         """Uncalibrated booster output, ``(n, len(quantiles))`` float64."""
-        out = self.booster.inplace_predict(matrix, validate_features=False)
+        base = None
+        if self.location is not None:
+            start = np.asarray(self.location.inplace_predict(matrix, validate_features=False), dtype=np.float32)
+            base = np.repeat(start.reshape(-1, 1), len(self.quantiles), axis=1)
+        out = self.booster.inplace_predict(matrix, validate_features=False, base_margin=base)
         return np.asarray(out, dtype=np.float64).reshape(len(matrix), -1)
 
     def calibrate(self, raw: np.ndarray) -> np.ndarray:
@@ -133,18 +139,25 @@ def _calibration(entry: Mapping[str, Any], quantiles: Sequence[float]) -> tuple[
     return np.array(scales), np.array(offsets)
 
 
+def _booster(data: bytes, name: str, n_features: int, nthread: int) -> xgb.Booster:
+    booster = xgb.Booster(params={"nthread": nthread})
+    try:
+        booster.load_model(bytearray(data))
+    except xgb.core.XGBoostError as exc:
+        raise BundleError(f"{name}: XGBoost cannot load the model: {exc}") from None
+    if booster.num_features() != n_features:
+        raise BundleError(f"{name}: model has {booster.num_features()} features, spec {n_features}")
+    return booster
+
+
 def _load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int) -> LoadedModel:
     entry = bundle.model_entry(name)
     features = tuple(entry.get("features", ()))
     if features != spec.columns(name):
         raise BundleError(f"{name}: bundle features {list(features)} do not match the feature spec")
-    booster = xgb.Booster(params={"nthread": nthread})
-    try:
-        booster.load_model(bytearray(bundle.model_bytes(name)))
-    except xgb.core.XGBoostError as exc:
-        raise BundleError(f"{name}: XGBoost cannot load the model: {exc}") from None
-    if booster.num_features() != len(features):
-        raise BundleError(f"{name}: model has {booster.num_features()} features, spec {len(features)}")
+    booster = _booster(bundle.model_bytes(name), name, len(features), nthread)
+    location_file = entry.get(LOCATION_KEY)
+    location = None if not location_file else _booster(bundle.files[location_file], name, len(features), nthread)
     try:
         quantiles = _quantiles(entry, _number(bundle.manifest.get("quantile", 0.9), "quantile"))
         scales, offsets = _calibration(entry, quantiles)
@@ -155,7 +168,8 @@ def _load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int) -> L
     if primary not in quantiles or transform not in TRANSFORMS:
         raise BundleError(f"{name}: primary_quantile {primary!r} not served or target_transform {transform!r} "
                           f"not one of {TRANSFORMS}")
-    return LoadedModel(name, booster, features, quantiles, quantiles.index(primary), scales, offsets, transform)
+    return LoadedModel(name, booster, features, quantiles, quantiles.index(primary), scales, offsets, transform,
+                       location)
 
 
 def load_bundle(bundle: Bundle, expected: FeatureSpec | None = None, nthread: int = 1) -> LoadedBundle:

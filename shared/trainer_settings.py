@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pydantic import field_validator
+
+from shared.candidates import Candidate, parse_candidates, parse_served
 from shared.settings import CommonSettings, Flag, env
 
 
@@ -14,8 +17,8 @@ class TrainerSettings(CommonSettings):
     min_samples_for_retrain: int = env("LATENCY_MIN_SAMPLES_FOR_RETRAIN", 100, "Rows needed to retrain.", ge=1)
     min_samples_for_retrain_fresh: int = env("LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH", 10,
                                              "Threshold after a bootstrap start.", ge=1)
-    max_training_data_size_per_bucket: int = env("LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET", 500,
-                                                 "Rows kept per (queue, cache, prefix) bucket and model.", ge=1)
+    max_training_data_size_per_bucket: int = env("LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET", 10_000,
+                                                 "Most rows kept per (queue, cache, prefix) bucket and model.", ge=1)
     test_train_ratio: float = env("LATENCY_TEST_TRAIN_RATIO", 0.1, "Share of newest rows held out.", gt=0, lt=1)
     max_test_data_size: int = env("LATENCY_MAX_TEST_DATA_SIZE", 2000, "Held-out rows kept per model.", ge=10)
     tpot_zero_token_count: Flag = env("LATENCY_TPOT_ZERO_TOKEN_COUNT", True,
@@ -30,14 +33,52 @@ class TrainerSettings(CommonSettings):
                                    ge=1 << 20)
     segment_max_bytes: int = env("LATENCY_SEGMENT_MAX_BYTES", 64 << 20, "Log segment size before rolling.",
                                  ge=1 << 16)
-    xgb_n_estimators: int = env("LATENCY_XGB_N_ESTIMATORS", 200, "Boosting rounds per model.", ge=1)
-    xgb_max_depth: int = env("LATENCY_XGB_MAX_DEPTH", 3, "Tree depth (shallow trees: latency is close to additive "
-                             "in the features; deeper trees overfit the quantile at 20k rows).", ge=1)
-    xgb_learning_rate: float = env("LATENCY_XGB_LEARNING_RATE", 0.15, "Shrinkage.", gt=0)
+    xgb_n_estimators: int = env("LATENCY_XGB_N_ESTIMATORS", 300, "Most boosting rounds per booster (location and "
+                                "quantile); early stopping on the stratified stop rows usually ends sooner.", ge=1)
+    xgb_learning_rate: float = env("LATENCY_XGB_LEARNING_RATE", 0.1, "Shrinkage.", gt=0)
     xgb_max_bin: int = env("LATENCY_XGB_MAX_BIN", 128, "Histogram bins per feature (hist tree method).", ge=2)
-    xgb_monotone: Flag = env("LATENCY_XGB_MONOTONE", True,
-                             "Monotone constraints: TTFT non-decreasing in input/effective tokens, prefill tokens "
-                             "in flight and queue; TPOT in running requests, decode tokens in flight and KV usage.")
+    fit_candidates: str = env(
+        "LATENCY_FIT_CANDIDATES", "depth6,depth3-monotone", "Model configurations fitted every cycle "
+        "(depth<N>[-monotone]); the one with the lowest log-RMSE on the newest rows wins. Monotone: TTFT "
+        "non-decreasing in input/effective tokens, prefill tokens in flight and queue; TPOT in running "
+        "requests, decode tokens in flight and KV usage.")
+    served_quantiles: str = env(
+        "LATENCY_SERVED_QUANTILES", "0.5,0.9,0.99", "Quantiles every bundle serves (LATENCY_QUANTILE_ALPHA is "
+        "added; it answers the contract fields); ?quantiles= on the predictor picks among them.")
+    window_max_rows: int = env(
+        "LATENCY_WINDOW_MAX_ROWS", 100_000, "Training rows kept per model (water-filled over the buckets: the "
+        "most crowded buckets give up their oldest rows first).", ge=100)
+    fit_quantile_rows: int = env("LATENCY_FIT_QUANTILE_ROWS", 20_000, "Rows the quantile booster is fitted on "
+                                 "(a subsample of the window): the main lever on the fit time.", ge=100)
+    early_stopping_rounds: int = env("LATENCY_EARLY_STOPPING_ROUNDS", 15, "Rounds without improvement on the "
+                                     "stop rows before a booster stops.", ge=1)
+    recency_half_life_sec: float = env("LATENCY_RECENCY_HALF_LIFE_SEC", 300.0, "Rows this much older than the "
+                                       "newest weigh half as much in the fit (0: no recency weighting) ...", ge=0)
+    recency_floor: float = env("LATENCY_RECENCY_FLOOR", 0.25, "... but never less than this.", ge=0, le=1)
+    publish_shift_bound: float = env(
+        "LATENCY_PUBLISH_SHIFT_BOUND", 1.5, "A challenger that moves the primary quantile on the probe grid by more "
+        "than this factor (median) is published only when the shift persists (two cycles, fresh rows agree).",
+        gt=1)
+
+    @field_validator("fit_candidates")
+    @classmethod
+    def _candidates(cls, value: str) -> str:
+        parse_candidates(value)
+        return value
+
+    @field_validator("served_quantiles")
+    @classmethod
+    def _quantiles(cls, value: str) -> str:
+        parse_served(value)
+        return value
+
+    @property
+    def candidates(self) -> tuple[Candidate, ...]:
+        return parse_candidates(self.fit_candidates)
+
+    @property
+    def quantiles(self) -> tuple[float, ...]:
+        return tuple(sorted(set(parse_served(self.served_quantiles)) | {self.quantile_alpha}))
     max_ingest_rows: int = env("LATENCY_MAX_INGEST_ROWS", 100_000,
                                "Largest /add_training_data_bulk call accepted (rows); the contract needs >= 20,000.",
                                ge=20_000)

@@ -1,67 +1,86 @@
-"""One retrain cycle: fit each model, calibrate, score against the live bundle, publish winners.
+"""One retrain cycle: fit each model, score it against the live bundle, publish winners.
 
-Per model: needs ≥ ``min_samples`` rows (train + holdout) and new rows since its last fit.
-The challenger is scored with cross-fitted calibration on the holdout (the newest rows); the
-live model is scored on the same rows. A challenger that is not worse (pinball loss; RMSE in
-mean mode) replaces the live model; otherwise the live model is carried into the next bundle.
-A bundle is published when at least one model won. One log line per fitted model. TTFT and
-TPOT are fitted concurrently (XGBoost releases the GIL), each with its share of the threads.
+Per model: needs ≥ ``min_samples`` rows (train + holdout) and new rows since its last fit. The
+challenger (``trainer.fitted``: candidates, selection, multi-quantile booster, calibration) is scored
+with cross-fitted calibration on the newest rows and on the stratified reference slice; the live
+model is scored on the same newest rows. A challenger replaces the live model when it is not worse
+there (pinball loss; RMSE in mean mode) **and** it does not move predictions too far too fast: when
+its primary quantile on a fixed probe grid differs from the live model's by more than
+``shift_bound`` (median ratio), it is published only when the shift *persists* — the previous cycle
+saw a shift in the same direction and the rows that arrived since then still contradict the live
+model (its prequential coverage on them is outside the drift band on the matching side). A one-off
+burst cannot move the served model; a real level shift of the pool is learned at the second cycle.
+A model that is not published is carried unchanged into the next bundle; one log line per model.
+TTFT and TPOT are fitted concurrently (XGBoost releases the GIL), each with its share of the threads.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from shared.errors import TrainingError
 from shared.features import MODEL_NAMES, FeatureSpec
 from shared.model import LoadedBundle, load_bundle
-from trainer.calibrate import cross_calibrated
 from trainer.evaluate import Scores, score
-from trainer.fit import FitParams, training_columns
-from trainer.fitted import fit_model
+from trainer.fit import FitParams, matrix_columns
+from trainer.fitted import FittedModel, fit_model, probe_columns
 from trainer.live import LiveBundle
 from trainer.metrics import TrainerMetrics
+from trainer.prequential import Prequential
 from trainer.publisher import Publisher
+from trainer.recency import Recency
 from trainer.window import Window
 
 log = logging.getLogger("trainer.retrain")
+MIN_FRESH_ROWS = 20
 
 
 @dataclass
 class Challenger:
-    name: str
+    fitted: FittedModel
     rows: int
-    scores: Scores
     live_scores: Scores | None
-    fit_seconds: float
-    data: bytes
     rows_added: int
-    entry: dict[str, Any] = field(default_factory=dict)
+    shift: float | None
+    """Median ratio challenger / live of the primary quantile on the probe grid (None: no trained live model)."""
+    held: str | None = None
+    """Why a challenger that scored well is held back (its shift has not persisted yet)."""
 
-    def wins(self, objective: str) -> bool:
-        return self.live_scores is None or self.scores.loss(objective) <= self.live_scores.loss(objective)
+    @property
+    def name(self) -> str:
+        return self.fitted.name
+
+    def better(self, objective: str) -> bool:
+        return self.live_scores is None or self.fitted.scores.loss(objective) <= self.live_scores.loss(objective)
 
 
 class Retrainer:
     def __init__(self, spec: FeatureSpec, params: FitParams, min_samples: int, window: Window,
-                 publisher: Publisher, live: LiveBundle, metrics: TrainerMetrics) -> None:
+                 publisher: Publisher, live: LiveBundle, metrics: TrainerMetrics, prequential: Prequential,
+                 recency: Recency, shift_bound: float = 1.5) -> None:
         self.spec, self.params, self.min_samples = spec, params, min_samples
         self.window, self.publisher, self.live, self.metrics = window, publisher, live, metrics
+        self.prequential, self.recency, self.shift_bound = prequential, recency, shift_bound
         self._fitted_at_rows = {name: -1 for name in MODEL_NAMES}
+        self._pending: dict[str, int] = dict.fromkeys(MODEL_NAMES, 0)
         self.last_cycle_fitted = False
 
     def run_once(self) -> int | None:
         """Run a cycle; returns the published version, or None when nothing was published."""
+        fresh = {name: self.prequential.interval(name) for name in MODEL_NAMES}
         with ThreadPoolExecutor(max_workers=len(MODEL_NAMES), thread_name_prefix="fit") as pool:
             results = list(pool.map(self._challenge, MODEL_NAMES))
         challengers = [c for c in results if c is not None]
         self.last_cycle_fitted = bool(challengers)
         if not challengers:
             return None
-        winners = {c.name: c for c in challengers if c.wins(self.params.objective)}
+        winners = {c.name: c for c in challengers if self._admit(c, fresh[c.name])}
         version = self._publish(winners) if winners else None
         for c in challengers:
             self._fitted_at_rows[c.name] = c.rows_added  # only after the cycle succeeded: a failure retries
@@ -77,26 +96,55 @@ class Retrainer:
                 log.debug("%s not retrained: %d samples (threshold %d), %d new", name.upper(), total,
                           self.min_samples, added - self._fitted_at_rows[name])
             return None
-        fitted = fit_model(self.spec, name, train, holdout, self.params)
-        alpha, objective, y_hold = self.params.alpha, self.params.objective, fitted.y_holdout
-        scores = score(cross_calibrated(fitted.raw_holdout, y_hold, alpha, objective), y_hold, alpha)
-        live = self.live.get()
-        live_scores = None
-        if live is not None:
-            cols = training_columns(name, holdout, self.params.tpot_zero_token_count)
-            live_scores = score(live.predict(name, cols), y_hold, alpha)
+        fitted = fit_model(self.spec, name, train, holdout, self.params, self.recency)
         self.metrics.fit_seconds.labels(model=name).observe(fitted.fit_seconds)
-        return Challenger(name, len(train), scores, live_scores, fitted.fit_seconds, fitted.data, added,
-                          {**fitted.entry, "metrics": scores.as_dict()})
+        live = self.live.get()
+        if live is None:
+            return Challenger(fitted, len(train), None, added, None)
+        cols = matrix_columns(name, holdout.data, self.params.tpot_zero_token_count)
+        y = holdout.column("actual_ttft_ms" if name == "ttft" else "actual_tpot_ms")
+        live_scores = score(live.predict(name, cols), y, self.params.alpha)
+        return Challenger(fitted, len(train), live_scores, added, self._shift(live, name, fitted))
+
+    def _shift(self, live: LoadedBundle, name: str, fitted: FittedModel) -> float | None:
+        if bool(live.bundle.manifest.get("prior", False)):
+            return None
+        grid = probe_columns()
+        if name == "tpot" and self.params.tpot_zero_token_count:
+            grid["num_tokens_generated"] = np.zeros(len(fitted.probe))
+        before = live.predict(name, grid)
+        ok = (before > 0) & (fitted.probe > 0)
+        return float(np.median(fitted.probe[ok] / before[ok])) if ok.any() else None
+
+    def _admit(self, c: Challenger, fresh: tuple[float | None, int]) -> bool:
+        """Better on the newest rows, and (beyond the shift bound) a shift that persists."""
+        if not c.better(self.params.objective):
+            self._pending[c.name] = 0
+            return False
+        if c.shift is None or abs(math.log(c.shift)) <= math.log(self.shift_bound):
+            self._pending[c.name] = 0
+            return True
+        direction = 1 if c.shift > 1 else -1
+        coverage, rows = fresh
+        low, high = self.prequential.band
+        contradicts = coverage is not None and rows >= MIN_FRESH_ROWS and (
+            coverage < low if direction > 0 else coverage > high)
+        if contradicts and self._pending[c.name] == direction:
+            self._pending[c.name] = 0
+            return True
+        self._pending[c.name] = direction if contradicts else 0
+        seen = "n/a" if coverage is None else f"{coverage:.2f} on {rows} rows"
+        c.held = f"shift x{c.shift:.2f} on the probe grid held until it persists (fresh live coverage {seen})"
+        return False
 
     def _publish(self, winners: dict[str, Challenger]) -> int:
         live = self.live.get()
-        models: dict[str, tuple[bytes, dict[str, Any]]] = {}
+        models: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {}
         for name in MODEL_NAMES:
             if name in winners:
-                models[name] = (winners[name].data, winners[name].entry)
+                models[name] = (winners[name].fitted.files, winners[name].fitted.entry)
             elif live is not None:
-                models[name] = (live.bundle.model_bytes(name), dict(live.bundle.model_entry(name)))
+                models[name] = (live.bundle.model_files(name), dict(live.bundle.model_entry(name)))
             else:
                 raise TrainingError(f"no live {name} model to carry into the new bundle")
         meta = bundle_meta(self.spec, self.params, all(bool(e.get("prior")) for _, e in models.values()))
@@ -107,20 +155,25 @@ class Retrainer:
         return loaded.version
 
     def _report(self, c: Challenger, version: int | None) -> None:
-        s = c.scores
+        s, entry = c.fitted.scores, c.fitted.entry
         if version is not None:
             outcome = f"published v{version}"
+        elif c.held is not None:
+            outcome = f"kept v{self.live.version}: {c.held}"
         else:
             crit = "pinball" if self.params.objective == "quantile" else "rmse"
             live_loss = c.live_scores.loss(self.params.objective) if c.live_scores else float("nan")
             outcome = f"kept v{self.live.version}: {crit} {s.loss(self.params.objective):.2f} > {live_loss:.2f}"
+        shift = "n/a" if c.shift is None else f"x{c.shift:.2f}"
         log.info("%s model trained on %d samples. MAE = %.2f, RMSE = %.2f, coverage = %.1f%%, pinball = %.2f "
-                 "(fit %.2f s, %s)", c.name.upper(), c.rows, s.mae, s.rmse, 100 * s.coverage, s.pinball,
-                 c.fit_seconds, outcome)
+                 "(reference pinball %.2f, chose %s, rounds %d+%d, shift %s, fit %.2f s, %s)", c.name.upper(),
+                 c.rows, s.mae, s.rmse, 100 * s.coverage, s.pinball, c.fitted.reference.pinball, entry["candidate"],
+                 entry["location_rounds"], entry["quantile_rounds"], shift, c.fitted.fit_seconds, outcome)
         self.metrics.record_scores(c.name, s)
-        self.metrics.decisions.labels(model=c.name, decision="published" if version else "kept").inc()
+        decision = "published" if version else ("held" if c.held else "kept")
+        self.metrics.decisions.labels(model=c.name, decision=decision).inc()
 
 
 def bundle_meta(spec: FeatureSpec, params: FitParams, prior: bool) -> dict[str, Any]:
     return {"feature_flags": spec.as_dict(), "model_type": "xgboost", "objective_type": params.objective,
-            "quantile": params.alpha, "prior": prior}
+            "quantile": params.alpha, "quantiles": list(params.served), "prior": prior}

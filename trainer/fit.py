@@ -1,22 +1,38 @@
-"""Fitting one XGBoost model: ``reg:quantileerror`` at α (or ``reg:squarederror`` for mean).
+"""Fitting one latency model: a location booster and one multi-quantile booster on top of it.
 
-Tuned for the 3-second TTFT+TPOT budget on 2 cores at a 100k-row window and for accuracy at
-20k rows: ``hist`` trees with 128 bins, 200 rounds of depth-3 trees at learning rate 0.15, built
-from a ``QuantileDMatrix`` (see bench/RESULTS-trainer.md for the measurements behind it). Monotone
-constraints (on by default) encode what operators check (contract §8): TTFT does not fall when
-the prompt, prefill tokens in flight or the queue grow; TPOT does not fall with running
-requests, decode tokens in flight or KV usage.
+The design (chosen on the accuracy suite, bench/RESULTS-quality.md, by pinball on data the fits
+never saw):
+
+1. **Log target.** Boosters are fitted on ``log1p(y)``; quantiles commute with that monotone map,
+   so ``expm1`` of a log-space quantile is the quantile in ms, and multiplicative effects (a prompt
+   twice as long, a pod twice as slow) become additive for the trees.
+2. **Location per candidate.** Each candidate configuration (tree depth, monotone constraints)
+   fits ``reg:squarederror`` on ``log1p y`` over the fit rows, rounds by early stopping on the
+   stop rows (squared error is 3–4× cheaper per round than the quantile objective).
+3. **Selection.** The candidate whose location has the lowest log-RMSE on the selection rows wins
+   (picking by p90 pinball on a few thousand rows chose the worse candidate on 3 of 5 families).
+4. **Quantiles.** One ``reg:quantileerror`` booster with one output per served quantile is fitted
+   on a subsample, starting from the winner's location margin (``base_margin``), early-stopped:
+   its trees learn only spread and skew. Served raw output = location + quantile trees.
+
+Mean objective (``LATENCY_OBJECTIVE_TYPE=mean``): one ``reg:squarederror`` booster on ``y`` itself.
+Monotone constraints encode what operators check (contract §8): TTFT does not fall when the prompt,
+prefill tokens in flight or the queue grow; TPOT does not fall with running requests, decode
+tokens in flight or KV usage.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import orjson
 import xgboost as xgb
 
-from shared.features import TARGET_OF, FeatureSpec
+from shared.candidates import Candidate
 from trainer.store.record import STORED_FIELDS
 from trainer.window import Rows
 
@@ -31,44 +47,67 @@ MONOTONE_UP: Mapping[str, frozenset[str]] = {
 class FitParams:
     objective: str = "quantile"
     alpha: float = 0.9
-    rounds: int = 200
-    max_depth: int = 3
-    learning_rate: float = 0.15
+    """The primary quantile: the contract's ``ttft_ms`` / ``tpot_ms``."""
+    quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
+    """Every quantile served (sorted; contains ``alpha``)."""
+    candidates: tuple[Candidate, ...] = (Candidate(6, False), Candidate(3, True))
+    rounds: int = 300
+    """Most rounds per booster; early stopping usually ends well before."""
+    early_stopping: int = 15
+    learning_rate: float = 0.1
     max_bin: int = 128
-    nthread: int = 2
-    monotone: bool = True
+    nthread: int = 1
+    quantile_rows: int = 20_000
+    """Rows the quantile booster is fitted on (a subsample of the fit rows): the time budget."""
     tpot_zero_token_count: bool = True
     prefix_weighting: bool = False
+    seed: int = 0
+    extra: Mapping[str, object] = field(default_factory=dict)
 
-    def booster_params(self, name: str, features: tuple[str, ...]) -> dict[str, object]:
-        params: dict[str, object] = {"tree_method": "hist", "max_depth": self.max_depth, "eta": self.learning_rate,
-                                     "max_bin": self.max_bin, "nthread": self.nthread, "seed": 0}
-        if self.objective == "quantile":
-            params.update(objective="reg:quantileerror", quantile_alpha=self.alpha)
-        else:
-            params["objective"] = "reg:squarederror"
-        if self.monotone:
-            up = MONOTONE_UP.get(name, frozenset())
-            params["monotone_constraints"] = "(" + ",".join("1" if f in up else "0" for f in features) + ")"
-        return params
+    @property
+    def served(self) -> tuple[float, ...]:
+        return tuple(sorted(set(self.quantiles) | {self.alpha})) if self.objective == "quantile" else (self.alpha,)
 
 
 def training_columns(name: str, rows: Rows, tpot_zero_token_count: bool) -> dict[str, np.ndarray]:
-    """Raw columns of ``rows`` as the model trains on them (TPOT: tokens generated zeroed, §5)."""
+    """Raw columns of window ``rows`` as the model trains on them."""
     return matrix_columns(name, rows.data, tpot_zero_token_count)
 
 
 def matrix_columns(name: str, data: np.ndarray, tpot_zero_token_count: bool) -> dict[str, np.ndarray]:
-    """Raw columns of a stored-layout matrix as model ``name`` trains on them."""
-    cols = {field: data[:, j] for j, field in enumerate(STORED_FIELDS)}
+    """Raw columns of a stored-layout matrix as model ``name`` trains on them (TPOT: tokens generated 0, §5)."""
+    cols = {f: data[:, j] for j, f in enumerate(STORED_FIELDS)}
     if name == "tpot" and tpot_zero_token_count:
         cols["num_tokens_generated"] = np.zeros(len(data))
     return cols
 
 
-def design(spec: FeatureSpec, name: str, rows: Rows, params: FitParams) -> tuple[np.ndarray, np.ndarray]:
-    cols = training_columns(name, rows, params.tpot_zero_token_count)
-    return spec.matrix(name, cols), rows.column(TARGET_OF[name])
+def booster_params(params: FitParams, name: str, features: Sequence[str], candidate: Candidate,
+                   objective: Mapping[str, object]) -> dict[str, object]:
+    out: dict[str, object] = {"tree_method": "hist", "max_depth": candidate.max_depth, "eta": params.learning_rate,
+                              "max_bin": params.max_bin, "nthread": params.nthread, "seed": params.seed, **objective}
+    if candidate.monotone:
+        out["monotone_constraints"] = "(" + ",".join(map(str, monotone_signs(name, features))) + ")"
+    return out
+
+
+def train_stopped(params: Mapping[str, object], dfit: xgb.DMatrix, dstop: xgb.DMatrix, rounds: int,
+                  patience: int) -> xgb.Booster:
+    """Boost up to ``rounds`` with early stopping on ``dstop``; keep the best iteration."""
+    booster = xgb.train(dict(params), dfit, num_boost_round=rounds, evals=[(dstop, "stop")],
+                        early_stopping_rounds=patience, verbose_eval=False)
+    return booster[: booster.best_iteration + 1]
+
+
+def margin(booster: xgb.Booster, x: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
+    """Raw output (``(n,)`` or ``(n, k)``) of ``booster`` on ``x``, starting from ``base`` when given."""
+    out = booster.inplace_predict(x, validate_features=False, base_margin=base)
+    return np.asarray(out, dtype=np.float64)
+
+
+def tiled(location: np.ndarray, k: int) -> np.ndarray:
+    """A location margin repeated for each of ``k`` quantile outputs (the quantile booster's base margin)."""
+    return np.repeat(np.asarray(location, dtype=np.float32).reshape(-1, 1), k, axis=1)
 
 
 def prefix_weights(rows: Rows) -> np.ndarray:
@@ -79,19 +118,54 @@ def prefix_weights(rows: Rows) -> np.ndarray:
     return weights * (len(weights) / weights.sum())
 
 
-def fit_booster(spec: FeatureSpec, name: str, rows: Rows, params: FitParams) -> xgb.Booster:
-    """Fit ``name`` on ``rows`` (a real XGBoost training run; CPU-bound, call off the event loop)."""
-    features = spec.columns(name)
-    x, y = design(spec, name, rows, params)
-    weight = prefix_weights(rows) if params.prefix_weighting else None
-    dtrain = xgb.QuantileDMatrix(x, y, weight=weight, feature_names=list(features), max_bin=params.max_bin,
-                                 nthread=params.nthread)
-    return xgb.train(params.booster_params(name, features), dtrain, num_boost_round=params.rounds)
-
-
-def importances(booster: xgb.Booster, features: tuple[str, ...]) -> dict[str, float]:
+def importances(booster: xgb.Booster, features: Sequence[str]) -> dict[str, float]:
     """Normalised gain importance per feature column (0.0 for unused columns)."""
     gains = {k: float(v) for k, v in booster.get_score(importance_type="gain").items()
              if isinstance(v, (int, float))}
     total = sum(gains.values()) or 1.0
     return {f: gains.get(f, 0.0) / total for f in features}
+
+
+def monotone_signs(name: str, features: Sequence[str]) -> tuple[int, ...]:
+    up = MONOTONE_UP.get(name, frozenset())
+    return tuple(1 if f in up else 0 for f in features)
+
+
+def enforce_monotone(booster: xgb.Booster, signs: Sequence[int], eta: float) -> xgb.Booster:
+    """Clip the leaves of a quantile booster back into its monotone bounds.
+
+    XGBoost grows every tree under the monotone constraints, but the quantile objective then
+    re-fits each leaf to the α-quantile of its residuals, which can step outside the bound the
+    constraint had set (the same holds in LightGBM and CatBoost). This walks each tree top-down with
+    the interval ``[low, high]`` a constrained split gives its children — split at the midpoint of
+    the children's growth-time weights (``base_weights`` × η), as XGBoost does — and clips every
+    leaf into its interval. The result is monotone by construction; leaves inside their bounds are
+    untouched (typically all but a few).
+    """
+    if not any(signs):
+        return booster
+    model = orjson.loads(bytes(booster.save_raw("json")))
+    for tree in model["learner"]["gradient_booster"]["model"]["trees"]:
+        _clip_tree(tree, signs, eta)
+    repaired = xgb.Booster()
+    repaired.load_model(bytearray(orjson.dumps(model)))
+    return repaired
+
+
+def _clip_tree(tree: dict[str, Any], signs: Sequence[int], eta: float) -> None:
+    left, right = tree["left_children"], tree["right_children"]
+    index, values, weights = tree["split_indices"], tree["split_conditions"], tree["base_weights"]
+    stack = [(0, -math.inf, math.inf)]
+    while stack:
+        node, low, high = stack.pop()
+        if left[node] == -1:
+            values[node] = min(max(values[node], low), high)
+            continue
+        a, b = left[node], right[node]
+        sign = signs[index[node]] if index[node] < len(signs) else 0
+        if sign == 0:
+            stack += [(a, low, high), (b, low, high)]
+            continue
+        mid = min(max(eta * (weights[a] + weights[b]) / 2.0, low), high)
+        lower, upper = ((low, mid), (mid, high)) if sign > 0 else ((mid, high), (low, mid))
+        stack += [(a, *lower), (b, *upper)]

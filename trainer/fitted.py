@@ -1,7 +1,14 @@
-"""One model fitted for publication: its file bytes, holdout predictions and manifest entry.
+"""One model fitted for publication: candidates → selection → quantiles → calibration → scores.
 
 Shared by the retrain cycle (``trainer.cycle``) and the replay's in-process retrainer
-(``sim.policies.retrainer``), so both publish exactly the same kind of model.
+(``sim.policies.retrainer``), so both publish exactly the same kind of model. The rows:
+
+* **fit**: the window's train store minus the stop rows (recent rows weigh more: ``recency``);
+* **stop**: a stratified sample of the train store across the (queue, cache, prefix) buckets —
+  early stopping, and the *reference slice* (not dominated by the newest rows) that every model
+  is also scored on;
+* **newest**: the window's holdout, the newest rows — candidate selection, calibration and the
+  honest (cross-calibrated) holdout scores.
 """
 
 from __future__ import annotations
@@ -11,39 +18,191 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import xgboost as xgb
 
 from shared.bundle import encode_model
-from shared.features import FeatureSpec
-from trainer.calibrate import calibrate
-from trainer.fit import FitParams, design, fit_booster, importances
+from shared.features import TARGET_OF, FeatureSpec, typical_columns
+from shared.model import quantile_key
+from trainer.calibrate import Calibration, calibrate, cross_calibrated
+from trainer.evaluate import Scores, score
+from trainer.fit import (
+    Candidate,
+    FitParams,
+    booster_params,
+    enforce_monotone,
+    importances,
+    margin,
+    monotone_signs,
+    prefix_weights,
+    tiled,
+    train_stopped,
+    training_columns,
+)
+from trainer.recency import Recency
 from trainer.window import Rows
+
+STOP_ROWS = 2_000
+MIN_QUANTILE_ROWS = 50
+PROBE_ROWS = 512
+
+
+def probe_columns() -> dict[str, np.ndarray]:
+    """A fixed grid over every feature's typical range (the same rows every cycle)."""
+    return typical_columns(PROBE_ROWS, np.random.default_rng(20261201))
 
 
 @dataclass(frozen=True)
 class FittedModel:
     name: str
-    data: bytes
-    raw_holdout: np.ndarray
-    """Uncalibrated predictions on the holdout rows."""
-    y_holdout: np.ndarray
+    files: dict[str, bytes]
     entry: dict[str, Any]
-    """The manifest entry (calibrated on the whole holdout); holdout metrics are the caller's."""
+    """The manifest entry (calibrated on the newest rows)."""
+    scores: Scores
+    """Primary quantile on the newest rows, cross-calibrated (honest)."""
+    reference: Scores
+    """Primary quantile on the stratified reference slice."""
     fit_seconds: float
+    probe: np.ndarray
+    """Served primary quantile on the fixed probe grid (``probe_columns``): how far a publish moves predictions."""
 
 
-def fit_model(spec: FeatureSpec, name: str, train: Rows, holdout: Rows, params: FitParams) -> FittedModel:
-    """Fit ``name`` on ``train``, predict the holdout, calibrate on it (CPU-bound: off the event loop)."""
+@dataclass(frozen=True)
+class _Data:
+    name: str
+    features: tuple[str, ...]
+    x: np.ndarray
+    z: np.ndarray
+    y: np.ndarray
+    weight: np.ndarray
+    fit: np.ndarray
+    stop: np.ndarray
+    x_new: np.ndarray
+    y_new: np.ndarray
+
+
+def stratified(buckets: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``k`` row indices spread evenly over the buckets (systematic sample of the rows sorted by bucket)."""
+    if k <= 0 or not len(buckets):
+        return np.empty(0, np.int64)
+    order = np.lexsort((rng.random(len(buckets)), buckets))
+    step = len(order) / k
+    return np.sort(order[(np.arange(k) * step + rng.random() * step).astype(np.int64)])
+
+
+def _data(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitParams, recency: Recency) -> _Data:
+    rng = np.random.default_rng(params.seed)
+    x = spec.matrix(name, training_columns(name, train, params.tpot_zero_token_count))
+    y = train.column(TARGET_OF[name])
+    stop = stratified(train.bucket, max(1, min(STOP_ROWS, len(train) // 10)), rng)
+    fit = np.setdiff1d(np.arange(len(train)), stop, assume_unique=True)
+    x_new = spec.matrix(name, training_columns(name, newest, params.tpot_zero_token_count))
+    weight = recency.weights(train.wall, float(max(train.wall.max(initial=0.0), newest.wall.max(initial=0.0))))
+    if params.prefix_weighting:
+        weight = weight * prefix_weights(train)
+    z = np.log1p(y) if params.objective == "quantile" else y
+    return _Data(name, spec.columns(name), x, z, y, weight, fit, stop, x_new, newest.column(TARGET_OF[name]))
+
+
+def _matrix(d: _Data, rows: np.ndarray, params: FitParams, ref: xgb.QuantileDMatrix | None = None,
+            base: np.ndarray | None = None, weighted: bool = True) -> xgb.QuantileDMatrix:
+    return xgb.QuantileDMatrix(d.x[rows], d.z[rows], weight=d.weight[rows] if weighted else None, ref=ref,
+                               base_margin=base, feature_names=list(d.features), max_bin=params.max_bin,
+                               nthread=params.nthread)
+
+
+def _location(d: _Data, params: FitParams, candidate: Candidate, dfit: xgb.QuantileDMatrix,
+              dstop: xgb.QuantileDMatrix) -> xgb.Booster:
+    objective = {"objective": "reg:squarederror", "eval_metric": "rmse"}
+    return train_stopped(booster_params(params, d.name, d.features, candidate, objective), dfit, dstop,
+                         params.rounds, params.early_stopping)
+
+
+def _select(d: _Data, params: FitParams) -> tuple[Candidate, xgb.Booster, dict[str, float]]:
+    """Fit every candidate's location; the lowest RMSE (log space) on the newest rows wins."""
+    dfit = _matrix(d, d.fit, params)
+    dstop = _matrix(d, d.stop, params, ref=dfit, weighted=False)
+    z_new = np.log1p(d.y_new) if params.objective == "quantile" else d.y_new
+    fitted, scores = {}, {}
+    for candidate in params.candidates:
+        booster = _location(d, params, candidate, dfit, dstop)
+        fitted[candidate.name] = (candidate, booster)
+        scores[candidate.name] = round(float(np.sqrt(np.mean((z_new - margin(booster, d.x_new)) ** 2))), 6)
+    best = min(scores, key=scores.__getitem__)
+    return fitted[best][0], fitted[best][1], scores
+
+
+def _quantiles(d: _Data, params: FitParams, candidate: Candidate, location: xgb.Booster) -> xgb.Booster:
+    """The multi-quantile booster on a subsample of the fit rows, starting from the location margin."""
+    rng = np.random.default_rng(params.seed + 1)
+    rows = d.fit if len(d.fit) <= params.quantile_rows else np.sort(rng.choice(d.fit, params.quantile_rows,
+                                                                               replace=False))
+    k = len(params.served)
+    dq = _matrix(d, rows, params, base=tiled(margin(location, d.x[rows]), k))
+    dstop = _matrix(d, d.stop, params, ref=dq, base=tiled(margin(location, d.x[d.stop]), k), weighted=False)
+    objective = {"objective": "reg:quantileerror", "quantile_alpha": np.array(params.served),
+                 "eval_metric": "quantile", "base_score": 0.0}
+    booster = train_stopped(booster_params(params, d.name, d.features, candidate, objective), dq, dstop,
+                            params.rounds, params.early_stopping)
+    if not candidate.monotone:
+        return booster
+    return enforce_monotone(booster, monotone_signs(d.name, d.features), params.learning_rate)
+
+
+def _raw(location: xgb.Booster, booster: xgb.Booster | None, x: np.ndarray, k: int) -> np.ndarray:
+    start = margin(location, x)
+    if booster is None:
+        return start.reshape(-1, 1)
+    return margin(booster, x, tiled(start, k)).reshape(len(x), k)
+
+
+def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitParams,
+              recency: Recency | None = None) -> FittedModel:
+    """Fit, select, calibrate and score model ``name`` (CPU-bound: call off the event loop)."""
     started, cpu_started = time.perf_counter(), time.thread_time()
-    booster = fit_booster(spec, name, train, params)
+    d = _data(spec, name, train, newest, params, recency or Recency())
+    candidate, location, selection = _select(d, params)
+    quantile = params.objective == "quantile" and len(d.fit) >= MIN_QUANTILE_ROWS
+    booster = _quantiles(d, params, candidate, location) if quantile else None
+    served = params.served if booster is not None else (params.alpha,)
+    x_probe = spec.matrix(name, {**probe_columns(), **({"num_tokens_generated": np.zeros(PROBE_ROWS)}
+                                                       if name == "tpot" and params.tpot_zero_token_count else {})})
+    raw_new, raw_ref, raw_probe = (_raw(location, booster, x, len(served)) for x in (d.x_new, d.x[d.stop], x_probe))
+    cals = [calibrate(raw_new[:, j], d.y_new, q, params.objective) if booster is not None else Calibration()
+            for j, q in enumerate(served)]
+    primary = served.index(params.alpha)
+    scores = _scores(raw_new[:, primary], d.y_new, params, booster is not None)
+    reference = _reference(raw_ref[:, primary], d.y[d.stop], cals[primary], params, booster is not None)
     fit_seconds = time.perf_counter() - started
-    fit_cpu_seconds = time.thread_time() - cpu_started
-    x_hold, y_hold = design(spec, name, holdout, params)
-    raw = np.asarray(booster.inplace_predict(x_hold), dtype=np.float64).reshape(-1) if len(holdout) \
-        else np.empty(0)
-    features = spec.columns(name)
-    data, entry = encode_model(booster, name, features, {
-        "quantiles": [params.alpha], "objective": params.objective,
-        "calibration": calibrate(raw, y_hold, params.alpha, params.objective).as_dict(),
-        "training_rows": len(train), "holdout_rows": len(holdout), "importances": importances(booster, features),
-        "fit_seconds": round(fit_seconds, 4), "fit_cpu_seconds": round(fit_cpu_seconds, 4), "prior": False})
-    return FittedModel(name, data, raw, y_hold, entry, fit_seconds)
+    entry = _entry(d, params, served, cals, candidate, selection, location, booster, len(train), len(newest))
+    entry.update(fit_seconds=round(fit_seconds, 4), fit_cpu_seconds=round(time.thread_time() - cpu_started, 4),
+                 metrics=scores.as_dict(), reference_metrics=reference.as_dict())
+    files, entry = encode_model(booster or location, name, d.features, entry,
+                                location if booster is not None else None)
+    probe = cals[primary].apply_log(raw_probe[:, primary]) if booster is not None else np.maximum(raw_probe[:, 0], 0)
+    return FittedModel(name, files, entry, scores, reference, fit_seconds, probe)
+
+
+def _scores(raw: np.ndarray, y: np.ndarray, params: FitParams, logged: bool) -> Scores:
+    pred = cross_calibrated(raw, y, params.alpha, params.objective) if logged else np.maximum(raw, 0.0)
+    return score(pred, y, params.alpha)
+
+
+def _reference(raw: np.ndarray, y: np.ndarray, cal: Calibration, params: FitParams, logged: bool) -> Scores:
+    pred = cal.apply_log(raw) if logged else np.maximum(raw, 0.0)
+    return score(pred, y, params.alpha)
+
+
+def _entry(d: _Data, params: FitParams, served: tuple[float, ...], cals: list[Calibration], candidate: Candidate,
+           selection: dict[str, float], location: xgb.Booster, booster: xgb.Booster | None, train_rows: int,
+           newest_rows: int) -> dict[str, Any]:
+    return {
+        "quantiles": list(served), "primary_quantile": params.alpha, "objective": params.objective,
+        "target_transform": "log1p" if booster is not None else "identity",
+        "calibration": cals[served.index(params.alpha)].as_dict(),
+        "calibrations": {quantile_key(q): c.as_dict() for q, c in zip(served, cals, strict=True)},
+        "candidate": candidate.name, "selection_log_rmse": selection,
+        "location_rounds": location.num_boosted_rounds(),
+        "quantile_rounds": booster.num_boosted_rounds() if booster is not None else 0,
+        "training_rows": train_rows, "fit_rows": len(d.fit), "stop_rows": len(d.stop), "holdout_rows": newest_rows,
+        "importances": importances(location, d.features), "prior": False,
+    }

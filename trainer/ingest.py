@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,8 +99,9 @@ class Ingestor:
             except StorageError:
                 log.exception("durable append failed")
                 raise StorageError("Failed to add training data in bulk") from None
+            now = time.time()
             for (rows, meta), first in zip(batches, firsts, strict=True):
-                self.apply(RowsRecord(first, 0.0, rows, meta=meta))
+                self.apply(RowsRecord(first, now, rows, meta=meta))
             self.quarantine.note(int((~suspect).sum()), int(suspect.sum()), source)
             if self.quarantine.due():
                 self._release()
@@ -113,13 +115,13 @@ class Ingestor:
         through = record.meta.get("release_through_seq")
         if isinstance(through, int):
             self.quarantine.forget_through(through)
-        self.window.add(record.first_seq, record.matrix)
+        self.window.add(record.first_seq, record.matrix, record.wall_time)
 
     def _release(self) -> None:
         rows, through = self.quarantine.release()
         meta = {"release_through_seq": through}
         first = self.log.append_rows(rows, meta)
-        self.apply(RowsRecord(first, 0.0, rows, meta=meta))
+        self.apply(RowsRecord(first, time.time(), rows, meta=meta))
         self.metrics.released.inc(len(rows))
         log.warning("quarantine released %d rows: they were the majority of what arrived for %d intervals, from "
                     "%d or more clients", len(rows), self.quarantine.policy.sustain_intervals,

@@ -72,6 +72,15 @@ class Prequential:
                 log.info("%s drift alarm cleared: live coverage %.3f back inside %s", name.upper(), change.coverage,
                          list(self.alarms[name].band))
 
+    def interval(self, name: str) -> tuple[float | None, int]:
+        """Live coverage of ``name`` on the rows that arrived since the previous call (retrain cycles)."""
+        with self._lock:
+            return self.errors[name].interval()
+
+    @property
+    def band(self) -> tuple[float, float]:
+        return self.alarms[MODEL_NAMES[0]].band
+
     def state(self) -> dict[str, dict[str, float | int | bool | None]]:
         with self._lock:
             return {name: {"rows": e.total, "window": len(e), "coverage": e.coverage(), "pinball": e.pinball(),

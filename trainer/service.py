@@ -24,6 +24,7 @@ from trainer.prequential import Prequential
 from trainer.prior import fit_prior
 from trainer.publisher import Publisher
 from trainer.quarantine import Quarantine, QuarantinePolicy
+from trainer.recency import Recency
 from trainer.store import LogLimits, RowsRecord, SampleLog
 from trainer.store.lock import DataDirLock
 from trainer.window import Window
@@ -32,12 +33,13 @@ log = logging.getLogger(__name__)
 
 
 def fit_params(settings: TrainerSettings) -> FitParams:
-    return FitParams(objective=settings.objective_type, alpha=settings.quantile_alpha,
-                     rounds=settings.xgb_n_estimators, max_depth=settings.xgb_max_depth,
-                     learning_rate=settings.xgb_learning_rate, max_bin=settings.xgb_max_bin,
-                     nthread=max(1, settings.train_threads // 2), monotone=settings.xgb_monotone,
-                     tpot_zero_token_count=settings.tpot_zero_token_count,
-                     prefix_weighting=settings.sample_weighting_for_prefix_cache)
+    s = settings
+    return FitParams(objective=s.objective_type, alpha=s.quantile_alpha, quantiles=s.quantiles,
+                     candidates=s.candidates, rounds=s.xgb_n_estimators, early_stopping=s.early_stopping_rounds,
+                     learning_rate=s.xgb_learning_rate, max_bin=s.xgb_max_bin,
+                     nthread=max(1, s.train_threads // 2), quantile_rows=s.fit_quantile_rows,
+                     tpot_zero_token_count=s.tpot_zero_token_count,
+                     prefix_weighting=s.sample_weighting_for_prefix_cache)
 
 
 class TrainerService:
@@ -48,7 +50,8 @@ class TrainerService:
         self.lock = DataDirLock(self.data_dir)
         self.metrics = TrainerMetrics()
         self.live = LiveBundle()
-        self.window = Window(s.max_training_data_size_per_bucket, s.test_train_ratio, s.max_test_data_size)
+        self.window = Window(s.max_training_data_size_per_bucket, s.test_train_ratio, s.max_test_data_size,
+                             s.window_max_rows)
         self.log = SampleLog(self.data_dir / "log", LogLimits(s.retention_max_rows, s.retention_max_bytes,
                                                               s.segment_max_bytes))
         self.publisher = Publisher(self.data_dir / "bundles", s.hmac_key, s.bundles_kept)
@@ -60,7 +63,8 @@ class TrainerService:
                                  self.prequential, self.quarantine)
         self.params = fit_params(s)
         self.retrainer = Retrainer(self.spec, self.params, s.min_samples_for_retrain, self.window, self.publisher,
-                                   self.live, self.metrics)
+                                   self.live, self.metrics, self.prequential,
+                                   Recency(s.recency_half_life_sec, s.recency_floor), s.publish_shift_bound)
         self.loop = RetrainLoop(self.retrainer, s.retraining_interval_sec, self.metrics)
 
     def start(self, run_loop: bool = True) -> None:
@@ -104,7 +108,7 @@ class TrainerService:
             log.info("seed export metadata: %s", metadata.read_text(errors="replace").strip())
         try:
             bundle = read_bundle(seed, self.settings.hmac_key)
-            models = {name: (bundle.model_bytes(name), dict(bundle.model_entry(name)))
+            models = {name: (bundle.model_files(name), dict(bundle.model_entry(name)))
                       for name in bundle.manifest["models"]}
             meta = {k: v for k, v in bundle.manifest.items() if k in ("feature_flags", "model_type",
                                                                       "objective_type", "quantile", "prior")}
@@ -116,7 +120,8 @@ class TrainerService:
         return loaded
 
     def _publish_prior(self) -> LoadedBundle:
-        bundle = self.publisher.publish(fit_prior(self.spec), bundle_meta(self.spec, self.params, prior=True))
+        prior = fit_prior(self.spec, self.params.served, self.params.alpha)
+        bundle = self.publisher.publish(prior, bundle_meta(self.spec, self.params, prior=True))
         log.info("no model yet: published the prior bundle v%d", bundle.version)
         return load_bundle(bundle, self.spec, nthread=1)
 

@@ -6,8 +6,13 @@ A row feeds TTFT iff ``actual_ttft_ms > 0`` and TPOT iff ``actual_tpot_ms > 0`` 
 * Holdout: the most recent rows by sequence number — ``min(max_test, ratio × rows)`` of them —
   deterministic and time-ordered (no hashing). Rows leave it, oldest first, into the train store.
 * Train store: stratified over (queue, cache, prefix) buckets (contract §5) with at most
-  ``cap`` rows per bucket, newest preferred. Appends are O(rows); the per-bucket trim runs
-  lazily (amortised) and before every snapshot. Counts are always exact: ``min(count, cap)``.
+  ``cap`` rows per bucket and ``total`` rows in all, newest preferred. The total is
+  *water-filled*: the per-bucket limit is lowered just enough that the buckets fit, so the most
+  crowded buckets give up their oldest rows first and rare regimes (deep queues, cache hits) keep
+  what they have. Appends are O(rows); the trim runs lazily (amortised) and before every snapshot.
+  Counts are always exact.
+
+Every row carries the wall time it was stored at (``wall``): the fit weighs recent rows more.
 """
 
 from __future__ import annotations
@@ -42,31 +47,44 @@ def bucket_triplet(bucket: int) -> tuple[int, int, int]:
 
 @dataclass(frozen=True)
 class Rows:
-    """An immutable slab of rows: data (n, k) float64, their sequence numbers and bucket ids."""
+    """An immutable slab of rows: data (n, k) float64, sequence numbers, bucket ids and wall times."""
 
     data: np.ndarray
     seq: np.ndarray
     bucket: np.ndarray
+    wall: np.ndarray
 
     @staticmethod
     def empty() -> Rows:
-        return Rows(np.empty((0, len(STORED_FIELDS))), np.empty(0, np.int64), np.empty(0, np.int64))
+        return Rows(np.empty((0, len(STORED_FIELDS))), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
 
     def __len__(self) -> int:
         return len(self.seq)
 
     def take(self, index: np.ndarray | slice) -> Rows:
-        return Rows(self.data[index], self.seq[index], self.bucket[index])
+        return Rows(self.data[index], self.seq[index], self.bucket[index], self.wall[index])
 
     @staticmethod
     def concat(parts: list[Rows]) -> Rows:
         if len(parts) == 1:
             return parts[0]
         return Rows(np.concatenate([p.data for p in parts]), np.concatenate([p.seq for p in parts]),
-                    np.concatenate([p.bucket for p in parts]))
+                    np.concatenate([p.bucket for p in parts]), np.concatenate([p.wall for p in parts]))
 
     def column(self, name: str) -> np.ndarray:
         return self.data[:, COL[name]]
+
+
+def bucket_limit(counts: np.ndarray, cap: int, total: int) -> int:
+    """The largest per-bucket limit ``L ≤ cap`` with ``Σ min(count, L) ≤ total`` (water-filling)."""
+    if int(np.minimum(counts, cap).sum()) <= total:
+        return cap
+    ordered = np.sort(counts[counts > 0])
+    below = np.concatenate([[0], np.cumsum(ordered)[:-1]])  # rows in the buckets smaller than each one
+    fits = below + ordered * (len(ordered) - np.arange(len(ordered)))  # Σ min(count, ordered[i])
+    i = int(np.searchsorted(fits, total, side="right"))  # first bucket whose own size cannot be the limit
+    rest = len(ordered) - i
+    return max(1, min(cap, int((total - below[i]) // rest))) if rest else cap
 
 
 def newest_per_bucket(rows: Rows, cap: int) -> Rows:
@@ -81,8 +99,8 @@ def newest_per_bucket(rows: Rows, cap: int) -> Rows:
 class ModelWindow:
     """Train store + holdout of one model. Not thread-safe by itself (``Window`` locks)."""
 
-    def __init__(self, cap: int, ratio: float, max_test: int) -> None:
-        self.cap, self.ratio, self.max_test = cap, ratio, max_test
+    def __init__(self, cap: int, ratio: float, max_test: int, total: int = 100_000) -> None:
+        self.cap, self.ratio, self.max_test, self.total = cap, ratio, max_test, total
         self._train: list[Rows] = []
         self._pending = 0
         self._counts = np.zeros(N_BUCKETS, np.int64)
@@ -90,15 +108,20 @@ class ModelWindow:
         self.rows_added = 0
 
     @property
+    def limit(self) -> int:
+        """Rows kept per bucket now (the cap, lowered by water-filling when the total is reached)."""
+        return bucket_limit(self._counts, self.cap, self.total)
+
+    @property
     def train_rows(self) -> int:
-        return int(np.minimum(self._counts, self.cap).sum())
+        return int(self.bucket_counts().sum())
 
     @property
     def holdout_rows(self) -> int:
         return len(self._holdout)
 
     def bucket_counts(self) -> np.ndarray:
-        return np.minimum(self._counts, self.cap)
+        return np.minimum(self._counts, self.limit)
 
     def add(self, rows: Rows) -> None:
         self.rows_added += len(rows)
@@ -115,13 +138,13 @@ class ModelWindow:
         self._train.append(rows)
         self._counts += np.bincount(rows.bucket, minlength=N_BUCKETS)
         self._pending += len(rows)
-        if self._pending > max(20_000, self.cap * 50):
+        if self._pending > max(20_000, self.total // 2):
             self._compact()
 
     def _compact(self) -> None:
         if not self._train:
             return
-        merged = newest_per_bucket(Rows.concat(self._train), self.cap)
+        merged = newest_per_bucket(Rows.concat(self._train), self.limit)
         self._train = [merged]
         self._counts = np.bincount(merged.bucket, minlength=N_BUCKETS).astype(np.int64)
         self._pending = 0
@@ -144,18 +167,19 @@ class ModelWindow:
 class Window:
     """Both models' windows behind one lock."""
 
-    def __init__(self, cap: int, ratio: float, max_test: int) -> None:
+    def __init__(self, cap: int, ratio: float, max_test: int, total: int = 100_000) -> None:
         self._lock = threading.Lock()
-        self.models = {name: ModelWindow(cap, ratio, max_test) for name in MODEL_NAMES}
+        self.models = {name: ModelWindow(cap, ratio, max_test, total) for name in MODEL_NAMES}
 
-    def add(self, first_seq: int, matrix: np.ndarray) -> None:
+    def add(self, first_seq: int, matrix: np.ndarray, wall_time: float) -> None:
         seq = np.arange(first_seq, first_seq + len(matrix), dtype=np.int64)
         buckets = bucket_ids(matrix)
+        wall = np.full(len(matrix), wall_time)
         with self._lock:
             for name, model in self.models.items():
                 mask = matrix[:, COL[TARGET_OF[name]]] > 0
                 if mask.any():
-                    model.add(Rows(matrix[mask], seq[mask], buckets[mask]))
+                    model.add(Rows(matrix[mask], seq[mask], buckets[mask], wall[mask]))
 
     def snapshot(self, name: str) -> tuple[Rows, Rows]:
         with self._lock:

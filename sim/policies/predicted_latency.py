@@ -92,7 +92,7 @@ class PredictedLatencyPolicy:
         if now < self._next_retrain:
             return
         for model in self.models.values():
-            self.retrains += model.retrain()
+            self.retrains += model.retrain(now)
         self._next_retrain = now + self.opts.retrain_interval_s
 
     def _pool_of(self, request: RequestView, pods: Sequence[PodSnapshot]) -> tuple[str, list[PodSnapshot]]:

@@ -57,24 +57,25 @@ class InProcessRetrainer:
     def add(self, sample: Mapping[str, float | int | str]) -> None:
         self._pending.append(sample)
 
-    def _ingest(self) -> None:
+    def _ingest(self, now: float) -> None:
         if not self._pending:
             return
         matrix = sample_matrix(self._pending)
-        self.window.add(self._seq, matrix)
+        self.window.add(self._seq, matrix, now)
         self._seq += len(matrix)
         self._pending = []
 
-    def retrain(self) -> bool:
-        """Fit and swap in a new bundle if both models have enough rows; True when swapped."""
-        self._ingest()
-        models: dict[str, tuple[bytes, dict[str, Any]]] = {}
+    def retrain(self, now: float = 0.0) -> bool:
+        """Fit and swap in a new bundle if both models have enough rows; True when swapped. ``now`` is the
+        virtual time: rows arriving since the last call are stamped with it (recency weights)."""
+        self._ingest(now)
+        models: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {}
         for name in MODEL_NAMES:
             train, holdout = self.window.snapshot(name)
             if len(train) < self.settings.min_samples:
                 return False
             fitted = fit_model(self.spec, name, train, holdout, self.params)
-            models[name] = (fitted.data, fitted.entry)
+            models[name] = (fitted.files, fitted.entry)
         self.version += 1
         manifest, files = assemble(self.version, rfc3339(), models, bundle_meta(self.spec, self.params, prior=False),
                                    None)

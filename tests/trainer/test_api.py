@@ -269,7 +269,8 @@ def test_retrain_publishes_and_metrics_show_it(client: TestClient, rows_of: Call
     assert len(lines) == 2
     import re
     shape = re.compile(r"^(TTFT|TPOT) model trained on \d+ samples\. MAE = \d+\.\d\d, RMSE = \d+\.\d\d, "
-                       r"coverage = \d+\.\d%, pinball = \d+\.\d\d \(fit \d+\.\d\d s, published v2\)$")
+                       r"coverage = \d+\.\d%, pinball = \d+\.\d\d \(reference pinball \d+\.\d\d, chose "
+                       r"depth\d+(-monotone)?, rounds \d+\+\d+, shift n/a, fit \d+\.\d\d s, published v2\)$")
     assert all(shape.match(line) for line in lines), lines
     assert retrain(client) is None  # no new rows → no fit
     text = client.get("/metrics").text

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from shared.bundle import MANIFEST, base_score, encode_model, read_bundle, read_current, version_dir
+from shared.bundle import MANIFEST, assemble, in_memory, read_bundle, read_current, version_dir
 from shared.errors import BundleError
-from shared.features import FeatureSpec
-from shared.model import load_bundle
-from trainer.calibrate import Calibration, calibrate, conformal_scale, cross_calibrated
+from shared.features import MODEL_NAMES, FeatureSpec
+from shared.model import LoadedBundle, load_bundle
+from trainer.calibrate import Calibration, calibrate, log_offset
 from trainer.cycle import bundle_meta
 from trainer.evaluate import pinball, score
-from trainer.fit import FitParams, fit_booster, training_columns
+from trainer.fit import Candidate, FitParams, training_columns
+from trainer.fitted import fit_model
 from trainer.prior import fit_prior, grid_columns
 from trainer.publisher import Publisher
 from trainer.store import STORED_FIELDS
@@ -32,22 +33,54 @@ def window_rows(n: int, seed: int = 0) -> Rows:
     m[:, COL["num_request_running"]] = rng.integers(1, 40, n)
     m[:, COL["actual_ttft_ms"]] = (20 + 0.05 * m[:, COL["input_token_length"]]) * np.exp(0.2 * rng.standard_normal(n))
     m[:, COL["actual_tpot_ms"]] = (5 + 0.3 * m[:, COL["num_request_running"]]) * np.exp(0.2 * rng.standard_normal(n))
-    return Rows(m, np.arange(n), bucket_ids(m))
+    return Rows(m, np.arange(n), bucket_ids(m), np.zeros(n))
 
 
-def test_tiny_real_quantile_fit_is_calibrated(tmp_path: Path) -> None:
-    params = FitParams(rounds=30, nthread=1)
-    train, hold = window_rows(3000, 1), window_rows(2000, 2)
-    booster = fit_booster(SPEC, "ttft", train, params)
-    data, entry = encode_model(booster, "ttft", SPEC.columns("ttft"), {})
-    assert entry["file"] == "ttft.ubj" and entry["features"] == list(SPEC.columns("ttft"))
-    assert data and entry["base_score"] > 0 and base_score(booster) == [entry["base_score"]]
-    x = SPEC.matrix("ttft", training_columns("ttft", hold, True))
-    raw = np.asarray(booster.inplace_predict(x))
-    y = hold.column("actual_ttft_ms")
-    pred = cross_calibrated(raw, y, 0.9, "quantile")
-    assert abs(score(pred, y, 0.9).coverage - 0.9) < 0.03
-    assert booster.feature_names == list(SPEC.columns("ttft"))
+def fitted_bundle(train: Rows, hold: Rows, params: FitParams) -> LoadedBundle:
+    models = {name: fit_model(SPEC, name, train, hold, params) for name in MODEL_NAMES}
+    manifest, files = assemble(1, "2026-12-01T00:00:00+00:00",
+                               {n: (m.files, m.entry) for n, m in models.items()},
+                               bundle_meta(SPEC, params, prior=False), None)
+    return load_bundle(in_memory(manifest, files), SPEC)
+
+
+def test_tiny_real_multi_quantile_fit_is_calibrated_and_never_crosses() -> None:
+    params = FitParams(rounds=60, nthread=1, quantile_rows=3000)
+    train, hold, test = window_rows(4000, 1), window_rows(1500, 2), window_rows(6000, 3)
+    fitted = fit_model(SPEC, "ttft", train, hold, params)
+    entry = fitted.entry
+    assert set(fitted.files) == {"ttft.ubj", "ttft-location.ubj"} and entry["location_file"] == "ttft-location.ubj"
+    assert entry["quantiles"] == [0.5, 0.9, 0.99] and entry["primary_quantile"] == 0.9
+    assert entry["target_transform"] == "log1p" and set(entry["calibrations"]) == {"0.5", "0.9", "0.99"}
+    assert entry["candidate"] in {"depth6", "depth3-monotone"} and entry["base_score"] > 0
+    loaded = fitted_bundle(train, hold, params)
+    for name in MODEL_NAMES:
+        table = loaded.predict_all(name, training_columns(name, test, True))
+        y = test.column("actual_ttft_ms" if name == "ttft" else "actual_tpot_ms")
+        assert np.all(np.diff(table, axis=1) >= 0), name  # p50 <= p90 <= p99 on every row
+        coverage = [float(np.mean(y <= table[:, k])) for k in range(3)]
+        assert abs(coverage[0] - 0.5) < 0.05 and abs(coverage[1] - 0.9) < 0.03 and coverage[2] >= 0.97, coverage
+        np.testing.assert_array_equal(loaded.predict(name, training_columns(name, test, True)), table[:, 1])
+
+
+def test_selection_picks_the_candidate_with_the_lowest_log_rmse() -> None:
+    """TTFT that falls with the prompt below 2,000 tokens: the monotone candidate cannot express it, so the
+    unconstrained one must win (and the entry must say so)."""
+    rng = np.random.default_rng(4)
+
+    def rows(n: int, seed: int) -> Rows:
+        r = window_rows(n, seed)
+        inp = r.column("input_token_length")
+        r.data[:, COL["actual_ttft_ms"]] = (20 + 0.1 * np.abs(inp - 2000)) * np.exp(0.05 * rng.standard_normal(n))
+        return r
+
+    params = FitParams(rounds=80, nthread=1, quantile_rows=2000)
+    fitted = fit_model(SPEC, "ttft", rows(3000, 5), rows(800, 6), params)
+    scores = fitted.entry["selection_log_rmse"]
+    assert set(scores) == {"depth6", "depth3-monotone"}
+    assert fitted.entry["candidate"] == min(scores, key=scores.__getitem__) == "depth6"
+    only = FitParams(rounds=40, nthread=1, candidates=(Candidate(3, True),), quantile_rows=2000)
+    assert fit_model(SPEC, "ttft", rows(3000, 5), rows(800, 6), only).entry["candidate"] == "depth3-monotone"
 
 
 def test_tpot_training_zeroes_tokens_generated() -> None:
@@ -69,26 +102,30 @@ def test_scores_table() -> None:
     assert s.rmse == pytest.approx(np.sqrt((4 + 4 + 0 + 25) / 4))
 
 
-def test_conformal_scale_hits_target_coverage() -> None:
+def test_conformal_log_offset_hits_target_coverage() -> None:
     rng = np.random.default_rng(3)
-    raw = rng.uniform(10, 1000, 5000)
-    y = raw * np.exp(0.3 * rng.standard_normal(5000))
-    s = conformal_scale(raw, y, 0.9)
-    assert np.mean(y <= raw * s) == pytest.approx(0.9, abs=0.005)
+    raw = np.log1p(rng.uniform(10, 1000, 5000))
+    y = np.expm1(raw) * np.exp(0.3 * rng.standard_normal(5000))
+    cal = calibrate(raw, y, 0.9, "quantile")
+    assert np.mean(y <= cal.apply_log(raw)) == pytest.approx(0.9, abs=0.005)
+    assert cal.offset == pytest.approx(cal.scale - 1.0)  # expm1(raw + c) written as scale/offset
     assert calibrate(raw, y, 0.9, "mean") == Calibration()
-    assert conformal_scale(raw[:3], y[:3], 0.9) == 1.0
+    assert log_offset(raw[:3], y[:3], 0.9) == 0.0
+    assert log_offset(raw, y * 100, 0.9) == pytest.approx(np.log(4.0))  # clamped: scale <= 4
 
 
-def test_prior_predicts_positive_everywhere() -> None:
+def test_prior_serves_every_quantile_positive_and_ordered() -> None:
     models = fit_prior(SPEC)
     assert set(models) == {"ttft", "tpot"}
     cols = grid_columns(2000, seed=9)
     cols["input_token_length"] = cols["input_token_length"] * 10  # also beyond the grid
-    for name, (data, entry) in models.items():
-        booster = xgb.Booster(model_file=bytearray(data))
-        out = booster.inplace_predict(SPEC.matrix(name, cols))
-        assert np.all(out > 0), name
+    for name, (files, entry) in models.items():
+        booster = xgb.Booster(model_file=bytearray(files[entry["file"]]))
+        out = np.asarray(booster.inplace_predict(SPEC.matrix(name, cols)))
+        assert out.shape == (2000, 3) and np.all(out > 0), name
+        assert np.mean(np.diff(out, axis=1) >= 0) > 0.99, name
         assert entry["prior"] is True and entry["features"] == list(SPEC.columns(name))
+        assert entry["quantiles"] == [0.5, 0.9, 0.99]
 
 
 def publish_prior(root: Path, key: bytes | None = None) -> Publisher:
@@ -134,15 +171,16 @@ def test_publisher_prunes_but_keeps_live(tmp_path: Path) -> None:
 
 
 def test_monotone_constraints_hold() -> None:
-    """Contract §8: TTFT non-decreasing in input tokens and prefill tokens in flight; TPOT in decode tokens."""
+    """Contract §8: TTFT non-decreasing in input tokens and prefill tokens in flight; TPOT in decode tokens and
+    running requests — for every served quantile of the monotone candidate (location + quantile trees)."""
     rows = window_rows(3000, 5)
-    params = FitParams(rounds=40, nthread=1)
+    params = FitParams(rounds=40, nthread=1, candidates=(Candidate(3, True),), quantile_rows=2000)
+    loaded = fitted_bundle(rows, window_rows(500, 6), params)
     grid = np.linspace(0, 8000, 60)
     for name, field in (("ttft", "input_token_length"), ("ttft", "prefill_tokens_in_flight"),
                         ("tpot", "decode_tokens_in_flight"), ("tpot", "num_request_running")):
-        booster = fit_booster(SPEC, name, rows, params)
         base = training_columns(name, rows.take(slice(0, 1)), True)
         cols = {k: np.repeat(v, len(grid)) for k, v in base.items()}
         cols[field] = grid
-        out = np.asarray(booster.inplace_predict(SPEC.matrix(name, cols)))
-        assert np.all(np.diff(out) >= -1e-6), (name, field)
+        out = loaded.predict_all(name, cols)
+        assert np.all(np.diff(out, axis=0) >= -1e-6), (name, field)

@@ -1,0 +1,47 @@
+"""Fit configuration values that settings validate at start-up: candidate configurations and quantiles."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+CANDIDATE_FORM = re.compile(r"^depth(\d{1,2})(-monotone)?$")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One model configuration the retrain cycle may choose: ``depth6``, ``depth3-monotone``."""
+
+    max_depth: int
+    monotone: bool
+
+    @property
+    def name(self) -> str:
+        return f"depth{self.max_depth}" + ("-monotone" if self.monotone else "")
+
+    @classmethod
+    def parse(cls, text: str) -> Candidate:
+        match = CANDIDATE_FORM.match(text.strip())
+        if match is None or not 1 <= int(match.group(1)) <= 10:
+            raise ValueError(f"fit candidate {text!r}: expected depth<1-10>[-monotone], e.g. depth3-monotone")
+        return cls(int(match.group(1)), bool(match.group(2)))
+
+
+def parse_candidates(text: str) -> tuple[Candidate, ...]:
+    candidates = tuple(Candidate.parse(part) for part in text.split(",") if part.strip())
+    if not candidates:
+        raise ValueError("at least one fit candidate is needed")
+    if len({c.name for c in candidates}) != len(candidates):
+        raise ValueError(f"fit candidates repeat: {text!r}")
+    return candidates
+
+
+def parse_served(text: str) -> tuple[float, ...]:
+    """``"0.5,0.9,0.99"`` → sorted distinct quantiles in (0, 1)."""
+    try:
+        values = sorted({float(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ValueError(f"served quantiles {text!r}: expected numbers in (0, 1), e.g. 0.5,0.9,0.99") from None
+    if not values or any(not 0 < q < 1 for q in values):
+        raise ValueError(f"served quantiles {text!r}: expected numbers in (0, 1), e.g. 0.5,0.9,0.99")
+    return tuple(values)
