@@ -16,8 +16,10 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from router_client.config import RouterConfig
+from router_client.proxy.downstream import remember_server_send
 from router_client.proxy.forwarding import Forwarder, ForwardSettings, make_pool
 from router_client.proxy.http_errors import EXCEPTION_HANDLERS, json_response
 from router_client.proxy.metrics import ProxyMetrics
@@ -69,6 +71,15 @@ async def metrics(request: Request) -> Response:
     return Response(state.metrics.render(state.router.metrics_registry), media_type=_PROMETHEUS)
 
 
+class ProxyApp(Starlette):
+    """Starlette that first records the server's own ``send`` in the scope, before any middleware
+    wraps it (``downstream.SERVER_SEND``: streams are written to the client's connection directly)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        remember_server_send(scope, send)
+        await super().__call__(scope, receive, send)
+
+
 def create_app(config: RouterConfig, settings: ForwardSettings | None = None) -> Starlette:
     """Build the proxy for ``config``; nothing starts until the app's lifespan runs."""
     settings = settings or ForwardSettings()
@@ -101,5 +112,5 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=dict(EXCEPTION_HANDLERS))
+    return ProxyApp(routes=routes, lifespan=lifespan, exception_handlers=dict(EXCEPTION_HANDLERS))
 

@@ -97,7 +97,11 @@ class Forwarder:
             return await self._whole(upstream, call, started, out_headers)
         relay = StreamRelay(upstream, started=started, strip_usage=not parsed.client_wants_usage,
                             on_first_token=call.first_token, report=call.report, clock=self._clock)
-        return _Streamed(RelayResponse(relay, upstream.status_code, out_headers), upstream.status_code)
+        return _Streamed(RelayResponse(relay, upstream.status_code, out_headers, self._count_path),
+                         upstream.status_code)
+
+    def _count_path(self, path: str) -> None:
+        self._metrics.relay_paths.labels(path).inc()
 
     async def _whole(self, upstream: UpstreamResponse, call: _Call, started: float,
                      headers: list[tuple[bytes, bytes]]) -> Response:

@@ -47,6 +47,9 @@ class ProxyMetrics:
                                      "Streams cut by the pod after the first byte.", ("pool", "pod"), registry=r)
         self.responses = Counter("latency_router_proxy_responses_total", "Responses sent to clients.",
                                  ("route", "code"), registry=r)
+        self.relay_paths = Counter("latency_router_proxy_relay_streams_total",
+                                   "Streams relayed, by downstream writer (direct = from the pod connection's "
+                                   "callback; asgi = through the ASGI send).", ("path",), registry=r)
         self.overhead = Histogram("latency_router_proxy_overhead_seconds",
                                   "Request received to upstream request sent.", buckets=_OVERHEAD_BUCKETS, registry=r)
 
