@@ -56,6 +56,13 @@ class Http1Response:
             return
         self._conn.attach(sink)
 
+    @property
+    def reading(self) -> bool:
+        """Whether the connection reads from its socket now (False while paused, or once closed)."""
+        conn = self._conn
+        return bool(conn is not None and conn.transport is not None and not conn.closed
+                    and conn.transport.is_reading())
+
     def pause_reading(self) -> None:
         """Stop reading from the socket (back-pressure: the server's writes block once buffers fill)."""
         if self._conn is not None:

@@ -58,6 +58,9 @@ def test_injected_usage_chunk_is_stripped(proxy: RunningProxy) -> None:
     assert events[-1] == b"[DONE]" and len(chunks) == 9
     assert all(c["choices"] and "usage" not in c for c in chunks)
     assert _metric(metrics, "inference_objective_output_tokens_sum", pool="short") >= 9
+    # uvicorn's httptools protocol: the stream was written from the pod connection's callback
+    assert _metric(metrics, "latency_router_proxy_relay_streams_total", path="direct") >= 1
+    assert _metric(metrics, "latency_router_proxy_relay_streams_total", path="asgi") == 0
 
 
 def test_non_streaming_and_long_pool(proxy: RunningProxy, pods: Pods) -> None:
