@@ -376,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="measurement windows per run (duration split evenly)")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--only", default="", help="|-separated substrings: run only those rows (writes no RESULTS)")
+    p.add_argument("--pods", type=int, default=2, help="sim pods behind the proxy (1: no routing choice)")
     p.add_argument("--pin", default="", help="PROXY_CPU:OTHERS_CPU, e.g. 1:0 (empty: no pinning)")
     p.add_argument("--baseline", default="", help="checkout whose proxy runs each row first, for before/after")
     p.add_argument("--baseline-label", default="main", help="name of the --baseline tree in the tables")
@@ -399,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     for row, predictors, concurrency, duration, output_tokens in plan:
         for label, tree in trees:
             name = f"{row} · {label}" if args.baseline else row
-            spec = StackSpec(pools=(PoolSpec("short", 2, 4096, max_num_seqs=256),), time_scale=args.time_scale,
+            spec = StackSpec(pools=(PoolSpec("short", args.pods, 4096, max_num_seqs=256),), time_scale=args.time_scale,
                              retrain_interval_s=10.0, predictors=predictors, router={"predictor_timeout_ms": 250.0})
             load_before = Path("/proc/loadavg").read_text().strip()
             with tempfile.TemporaryDirectory() as tmp, BenchStack(spec, Path(tmp), tree) as stack:
