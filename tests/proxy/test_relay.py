@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import random
 import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -424,6 +425,8 @@ def test_pod_reset_mid_stream_ends_the_stream_with_an_error_event(mode: str) -> 
                 writer.write(b"%x\r\n%b\r\n" % (len(event), event))
                 await writer.drain()
                 await asyncio.sleep(0.003)
+            sock = writer.get_extra_info("socket")
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             writer.transport.abort()  # RST, not a clean close
 
         server = await asyncio.start_server(handler, LOOPBACK, 0)
