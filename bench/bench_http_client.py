@@ -100,8 +100,10 @@ class Clients:
 
     def __init__(self) -> None:
         self.ours = Http1Pool(connect_timeout_s=5)
+        # tuned for the comparison: no cookie jar, no timeout timers, no decompression, C parser (default)
         self.aiohttp = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
-                                             auto_decompress=False)
+                                             auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
+                                             timeout=aiohttp.ClientTimeout(total=None))
         self.httpx = httpx.AsyncClient(limits=httpx.Limits(max_connections=None, max_keepalive_connections=1000),
                                        timeout=30)
 
