@@ -62,7 +62,7 @@ class DirectDownstream:
         return bool(self._flow.write_paused)
 
     def gone(self) -> bool:
-        return bool(self._cycle.disconnected or self._transport.is_closing())
+        return bool(self._transport.is_closing())  # uvicorn marks the cycle disconnected once it closed
 
     async def flush(self) -> None:
         return None
