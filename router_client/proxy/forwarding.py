@@ -9,6 +9,7 @@ library falls back to a composite score when predictions are missing.
 from __future__ import annotations
 
 import math
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,11 +39,14 @@ class ForwardSettings:
     """Idle keep-alive connections kept per pod."""
     served_model_name: str | None = None
     """Answer ``/v1/models`` with this name instead of asking the pods."""
+    pod_ca_file: str | None = None
+    """PEM file of the CA(s) that sign ``https://`` pods' certificates (default: the system trust store)."""
 
 
 def make_pool(settings: ForwardSettings) -> UpstreamPool:
     """The shared keep-alive connections to the pods: no read timeout (long streams), bounded connect."""
-    return UpstreamPool(settings.connect_timeout_s, settings.max_idle_per_pod)
+    context = ssl.create_default_context(cafile=settings.pod_ca_file) if settings.pod_ca_file else None
+    return UpstreamPool(settings.connect_timeout_s, settings.max_idle_per_pod, ssl_context=context)
 
 
 class Forwarder:

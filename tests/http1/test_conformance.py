@@ -32,6 +32,7 @@ from starlette.types import Receive, Scope, Send
 
 from demo.procs import LOOPBACK, free_port
 from router_client.http1 import ConnectFailed, Http1Pool, Http1Response, StreamBroken
+from router_client.proxy.forwarding import ForwardSettings, make_pool
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -389,3 +390,13 @@ def test_bad_urls_are_connect_failed() -> None:
     assert pool.origin("https://example.test")[0] == ("example.test", 443, True)
     assert pool.origin("http://[::1]:8000/base/")[1] == "/base"
     assert b"host: [::1]:8000\r\n" in pool.request_head("http://[::1]:8000", "GET", "/x", {})
+
+
+def test_proxy_pod_pool_trusts_the_configured_ca_file(cert: tuple[Path, Path]) -> None:
+    with serve_uvicorn("httptools", ssl_certfile=str(cert[0]), ssl_keyfile=str(cert[1])) as url:
+        async def main() -> None:
+            pool = make_pool(ForwardSettings(connect_timeout_s=5, pod_ca_file=str(cert[0])))  # --pod-ca-file
+            assert await get(pool, url, "/stream") == (200, b"one,two,three")
+            await pool.aclose()
+
+        run(main())
