@@ -10,7 +10,8 @@
    events (~200 bytes, one event per write, 2 ms apart: one event per socket read, as the sim pods);
    the client reads every byte. Per event: this process's CPU time. "ours, sink" pushes bytes to a
    callback (what the relay uses), "ours, await" iterates ``chunks()``, aiohttp iterates
-   ``content.iter_any()``, httpx ``aiter_raw()``.
+   ``content.iter_any()``, httpx ``aiter_raw()``; the floor counts bytes in a bare protocol (what
+   reading costs on this machine without any HTTP client: event loop + syscalls).
 
 The client runs on uvloop (as the proxy under uvicorn). Variants alternate within each round, so
 load from other processes hits them alike; figures are medians over rounds. ``--pin P:R`` puts
@@ -146,8 +147,34 @@ class _Count:
         self.done.set_result(error)
 
 
+class _RawStream(asyncio.Protocol):
+    """The floor: one request written, bytes counted until the terminating chunk (no HTTP parsing)."""
+
+    def __init__(self, done: asyncio.Future[int]) -> None:
+        self.done = done
+        self.n = 0
+        self.tail = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.write(b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}")  # type: ignore
+
+    def data_received(self, data: bytes) -> None:
+        self.n += len(data)
+        self.tail = (self.tail + data)[-5:]
+        if self.tail == b"0\r\n\r\n" and not self.done.done():
+            self.done.set_result(self.n)
+
+
 def stream_calls(c: Clients, url: str) -> dict[str, Call]:
     expected = sum(len(event(i)) for i in range(EVENTS)) + len(b"data: [DONE]\n\n")
+    host, port = url.split("//")[1].split(":")
+
+    async def raw_floor() -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[int] = loop.create_future()
+        transport, _ = await loop.create_connection(lambda: _RawStream(done), host, int(port))
+        assert await done > expected
+        transport.close()
 
     async def ours_sink() -> None:
         resp = await c.ours.post(url, "/v1/completions", b"{}", HEADERS)
@@ -178,7 +205,8 @@ def stream_calls(c: Clients, url: str) -> dict[str, Call]:
                 n += len(data)
         assert n == expected
 
-    return {"ours, sink": ours_sink, "ours, await": ours_await, "aiohttp": with_aiohttp, "httpx": with_httpx}
+    return {"ours, sink": ours_sink, "ours, await": ours_await, "aiohttp": with_aiohttp, "httpx": with_httpx,
+            "floor: raw uvloop protocol, no HTTP parsing, new connection": raw_floor}
 
 
 # -- measurement --------------------------------------------------------------------------------------

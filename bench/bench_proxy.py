@@ -312,7 +312,9 @@ def write_results(runs: dict[str, dict[str, Any]], args: argparse.Namespace, com
                   started: datetime.datetime) -> None:
     suffix = f" · {THIS_TREE}" if args.baseline else ""
     main = runs[f"{args.concurrency} streams, with predictor{suffix}"]
-    target = "met" if main["overhead_p50"] <= 1.0 else "NOT met"
+    limit = 1.0 if args.pin else 1.5  # issue 16: ≤ 1 ms where the proxy has its own core, else ≤ 1.5 ms
+    target = "met" if main["overhead_p50"] <= limit else "NOT met"
+    cpu_target = "met" if main["router_cpu_ms_per_req"] <= 1.2 else "NOT met"
     pinned = (f"proxy pinned to CPU {args.pin.split(':')[0]}, every other process (pods, trainer, predictor, "
               f"load generator) to CPU {args.pin.split(':')[1]}" if args.pin else
               "the client, the proxy, the sim pods, the trainer and the predictor all share those 2 cores")
@@ -342,7 +344,9 @@ one worker, sequential, to show the overhead without CPU contention from the loa
 | --- | --- | ---: | ---: | ---: |
 {_rows(runs)}
 
-Target p50 overhead ≤ 1 ms including the predictor call: **{target}** on this machine.
+Targets at {args.concurrency} streams with the predictor ({THIS_TREE}): p50 overhead ≤ {limit:g} ms:
+**{target}** ({main['overhead_p50']:.2f} ms); proxy CPU ≤ 1.2 ms per proxied request: **{cpu_target}**
+({main['router_cpu_ms_per_req']:.2f} ms).
 
 {_inner(runs)}
 
