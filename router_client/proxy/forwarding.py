@@ -63,9 +63,9 @@ class Forwarder:
         try:
             response = await self._handle(route, body, headers)
         except ProxyError as exc:
-            self._metrics.responses.labels(route, str(exc.status)).inc()
+            self._metrics.child(self._metrics.responses, route, str(exc.status)).inc()
             raise
-        self._metrics.responses.labels(route, str(response.status_code)).inc()
+        self._metrics.child(self._metrics.responses, route, str(response.status_code)).inc()
         return response
 
     async def _handle(self, route: str, body: bytes, headers: Mapping[str, str]) -> Response:
@@ -76,7 +76,7 @@ class Forwarder:
         model = str(parsed.payload.get("model") or "")
         labels = (model, model, decision.pool)
         if decision.shed:
-            self._metrics.errors.labels(*labels, "shed").inc()
+            self._metrics.child(self._metrics.errors, *labels, "shed").inc()
             retry = max(1, math.ceil(decision.retry_after_s or 1.0))
             raise Shed(decision.reason, retry_after_s=retry, pool=decision.pool, request_id=parsed.info.request_id)
         if decision.pod_url is None:
@@ -105,7 +105,7 @@ class Forwarder:
                          upstream.status_code)
 
     def _count_path(self, path: str) -> None:
-        self._metrics.relay_paths.labels(path).inc()
+        self._metrics.child(self._metrics.relay_paths, path).inc()
 
     async def _whole(self, upstream: UpstreamResponse, call: _Call, started: float,
                      headers: list[tuple[bytes, bytes]]) -> Response:
@@ -153,7 +153,7 @@ class _Call:
                                  outcome.prompt_tokens, error=error)
         self._metrics.observe_outcome(self._labels, outcome)
         if outcome.error_code in ("midstream", "upstream_event"):
-            self._metrics.stream_errors.labels(self.decision.pool, self.pod).inc()
+            self._metrics.child(self._metrics.stream_errors, self.decision.pool, self.pod).inc()
 
 
 def _forward_headers(headers: Mapping[str, str], request_id: str) -> dict[str, str]:
