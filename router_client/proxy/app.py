@@ -26,7 +26,7 @@ from router_client.config import RouterConfig
 from router_client.proxy.downstream import remember_server_send
 from router_client.proxy.errors import ProxyError
 from router_client.proxy.forwarding import Forwarder, ForwardSettings, make_pool
-from router_client.proxy.http_errors import EXCEPTION_HANDLERS, json_response, proxy_error_response
+from router_client.proxy.http_errors import EXCEPTION_HANDLERS, error_body, json_response, proxy_error_response
 from router_client.proxy.metrics import ProxyMetrics
 from router_client.proxy.models import ModelCatalog
 from router_client.proxy.parsing import CHAT, COMPLETIONS
@@ -76,10 +76,13 @@ class ProxyApp(Starlette):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         remember_server_send(scope, send)
-        if scope["type"] == "http" and scope["path"] in _COMPLETION_ROUTES and scope["method"] == "POST":
+        if scope["type"] != "http" or scope["path"] not in _COMPLETION_ROUTES:
+            await super().__call__(scope, receive, send)
+        elif scope["method"] == "POST":
             await self._completion(scope, receive, send)
         else:
-            await super().__call__(scope, receive, send)
+            not_allowed = error_body("Method Not Allowed", "invalid_request_error")
+            await json_response(405, not_allowed, {"allow": "POST"})(scope, receive, send)
 
     async def _completion(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = await _read_body(receive)

@@ -87,7 +87,9 @@ def test_upstream_error_status_is_passed_through(proxy: RunningProxy, pods: Pods
 def test_invalid_body_is_400_not_500(proxy: RunningProxy) -> None:
     with httpx.Client(timeout=30) as client:
         resp = client.post(proxy.url + "/v1/chat/completions", content=b"{nope")
+        wrong_method = client.get(proxy.url + "/v1/completions")
     assert resp.status_code == 400 and resp.json()["error"]["type"] == "invalid_request_error"
+    assert wrong_method.status_code == 405 and wrong_method.headers["allow"] == "POST"
 
 
 def test_unreachable_pod_is_502(pods: Pods, serve_proxy: Serve) -> None:
