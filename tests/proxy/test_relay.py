@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 import pytest
 import uvicorn
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from demo.procs import LOOPBACK, free_port
 from router_client.proxy.downstream import remember_server_send
@@ -96,6 +96,7 @@ class Harness:
 
     url: str
     strip_usage: bool = True
+    http: str = "httptools"
     outcomes: list[Outcome] = field(default_factory=list)
     firsts: list[int] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
@@ -117,7 +118,7 @@ class Harness:
     @contextlib.asynccontextmanager
     async def serve(self) -> AsyncIterator[tuple[str, int, uvicorn.Server]]:
         port = free_port()
-        server = _Quiet(uvicorn.Config(self.app, host=LOOPBACK, port=port, http="httptools", interface="asgi3",
+        server = _Quiet(uvicorn.Config(self.app, host=LOOPBACK, port=port, http=self.http, interface="asgi3",
                                        lifespan="off", log_level="warning", access_log=False))
         task = asyncio.get_running_loop().create_task(server.serve())
         while not server.started:
@@ -146,7 +147,7 @@ async def _request(host: str, port: int, rcvbuf: int | None = None) -> tuple[asy
 
 async def _read_chunks(reader: asyncio.StreamReader) -> list[bytes]:
     """HTTP/1.1 chunked body, strictly framed, up to and including the terminating chunk."""
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         size = int((await reader.readuntil(b"\r\n"))[:-2], 16)
         data = await reader.readexactly(size + 2)
@@ -173,7 +174,7 @@ async def _relay_asgi(url: str, strip_usage: bool) -> dict[str, Any]:
             await quiet.wait()
             return {"type": "http.disconnect"}
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: Message) -> None:
             if message["type"] == "http.response.body":
                 bodies.append(message["body"])
 
@@ -280,6 +281,25 @@ def test_buffer_helpers_agree_with_event_splitting_at_every_cut() -> None:
             assert count_data_events(head[:end]) == len(complete)
 
 
+def test_under_uvicorn_h11_the_relay_falls_back_to_asgi_send() -> None:
+    sent, expected = _stream(usage=True)
+
+    async def main() -> tuple[bytes, Harness]:
+        pod, url = await _pod(_random_cuts(9)(sent))
+        harness = Harness(url, http="h11")
+        async with harness.serve() as (host, port, _):
+            reader, writer = await _request(host, port)
+            body = b"".join(await _read_chunks(reader))
+            writer.close()
+            await _until(lambda: bool(harness.outcomes), "the outcome")
+        pod.close()
+        return body, harness
+
+    body, harness = _run(main())
+    assert body == expected and harness.paths == ["asgi"]
+    assert harness.outcomes[0].error_code is None and harness.outcomes[0].output_tokens == TOKENS
+
+
 BIG_EVENTS = 5000
 BIG_EVENT = _ev({"choices": [{"index": 0, "delta": {"content": "x" * 8000}}]})
 
@@ -347,7 +367,7 @@ def test_slow_asgi_send_pauses_the_pod_connection() -> None:
         unblocked = asyncio.Event()
         bodies: list[bytes] = []
 
-        async def send(message: dict[str, Any]) -> None:
+        async def send(message: Message) -> None:
             await unblocked.wait()  # a client that does not read
             if message["type"] == "http.response.body":
                 bodies.append(message["body"])
