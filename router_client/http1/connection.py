@@ -121,6 +121,11 @@ class Connection(asyncio.Protocol):
             self._wake()
 
     def reset(self) -> None:
+        """Ready for the next request on this kept-alive connection (reading again, if a reader or a
+        sink paused it while the last response completed)."""
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+        self._queue_paused = False
         self._parser = httptools.HttpResponseParser(self)
         self._headers = []
         self._head_complete = False

@@ -382,6 +382,32 @@ def test_sink_gets_bytes_received_before_it_was_attached_and_can_pause() -> None
     run(main())
 
 
+def test_a_connection_paused_when_its_response_completed_reads_again_when_reused() -> None:
+    start = raw_server([[OK_CHUNKED + chunk(b"one") + chunk(b"two") + b"0\r\n\r\n"],
+                        [b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nagain"]])
+
+    async def main() -> None:
+        server, url, connections = await start()
+        pool = Http1Pool()
+        response = await pool.post(url, "/", b"{}", {})
+
+        class PauseAtOnce(Collect):
+            def body(self, data: bytes) -> None:
+                super().body(data)
+                response.pause_reading()  # back-pressure while the rest of the message is in this read
+
+        sink = PauseAtOnce()
+        response.stream_to(sink)
+        assert await sink.ended is None and b"".join(sink.parts) == b"onetwo"
+        await response.aclose()  # complete: back to the pool, still paused
+        assert await get(pool, url, "/") == (200, b"again")
+        assert len(connections) == 1
+        await pool.aclose()
+        server.close()
+
+    run(main())
+
+
 def test_bad_urls_are_connect_failed() -> None:
     pool = Http1Pool()
     for url in ("ftp://h:1", "http://", "http://h:notaport", "unix:///tmp/x"):
