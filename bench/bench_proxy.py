@@ -1,6 +1,7 @@
 """Proxy overhead per request: time to first byte through the router proxy minus direct to the pod.
 
     .venv/bin/python -m bench.bench_proxy [--concurrency 50] [--duration 40] [--time-scale 1.0]
+        [--pin 1:0] [--baseline DIR]
 
 Setup (all child processes on 127.0.0.1): one sim process with 2 pods, a trainer + predictor,
 and the proxy (``python -m router_client``) whose decisions call the predictor (strict bulk,
@@ -15,12 +16,19 @@ small and identical on both paths. Overhead = p50(proxied) − p50(direct) (also
 proxy's own parse+decide histogram from ``/metrics``, predictor calls per decision, and per process
 (proxy, predictor, sim pods, load generator) the CPU time and the CPU run-queue wait per proxied
 request from Linux schedstat. Writes bench/RESULTS-proxy.md (``--only A|B`` runs a subset, no file).
+
+``--pin P:R`` pins the proxy process (all its threads) to CPU ``P`` and every other process of the
+stack, and this load generator, to CPU ``R`` once the stack is up (Linux ``sched_setaffinity``).
+``--baseline DIR`` runs every row a second time, right before this tree's, with the proxy started
+from another checkout (``git archive main | tar -x -C DIR``; its ``../shared/data`` must resolve):
+a before/after comparison in the same run, on the same machine state.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import os
 import platform
 import random
@@ -42,6 +50,10 @@ from demo.prom import metric_value  # noqa: E402
 from demo.stack import PoolSpec, Stack, StackSpec  # noqa: E402
 
 RESULTS = REPO / "bench" / "RESULTS-proxy.md"
+THIS_TREE = "this branch"
+KEEP_MARKER = "<!-- written by hand below: kept when the benchmark rewrites the part above -->"
+IDLE_S = 5.0
+"""Seconds without traffic before the measurement: the proxy's background CPU (scraper, reporter)."""
 THINK_S = 0.05
 """Random think time before each request, so arrivals are not phase-locked to the pods' engine steps."""
 
@@ -124,6 +136,40 @@ def _loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
+class BenchStack(Stack):
+    """The stack, with the proxy optionally run from another checkout (``router_tree``)."""
+
+    def __init__(self, spec: StackSpec, workdir: Path, router_tree: Path | None) -> None:
+        super().__init__(spec, workdir)
+        self.router_tree = router_tree
+
+    def _start_router(self) -> None:
+        if self.router_tree is None:
+            super()._start_router()
+            return
+        port = self.ports.take()
+        self.router_url = f"http://127.0.0.1:{port}"
+        argv = [sys.executable, "-P", "-m", "router_client", "--host", "127.0.0.1", "--port", str(port),
+                "--config", str(self.config_path), "--log-level", "warning"]  # -P: PYTHONPATH's tree wins
+        self.procs.start("router", argv, {"PYTHONPATH": str(self.router_tree)},
+                         health_urls=[self.router_url + "/readyz"])
+
+
+def _set_affinity(pid: int, cpus: set[int]) -> None:
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), cpus)
+        except (ProcessLookupError, PermissionError):
+            continue  # thread exited
+
+
+def pin(stack: Stack, proxy_cpu: int, rest_cpu: int) -> None:
+    """The proxy on ``proxy_cpu``; every other child and this process on ``rest_cpu``."""
+    for name, child in stack.procs.children.items():
+        _set_affinity(child.pid, {proxy_cpu} if name == "router" else {rest_cpu})
+    _set_affinity(os.getpid(), {rest_cpu})
+
+
 def _pct(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100)[int(q) - 1] if len(values) > 2 else float("nan")
 
@@ -146,11 +192,14 @@ async def measure(stack: Stack, concurrency: int, duration: float, output_tokens
     body = orjson.dumps({"model": "m", "prompt": [7] * 64, "stream": True, "output_tokens": output_tokens,
                          "max_tokens": output_tokens})
     await _window(concurrency, 3.0, pods, proxy, body)
+    router_pid = stack.procs.children["router"].pid
+    idle0, idle_t0 = schedstat(router_pid)[0], time.monotonic()
+    await asyncio.sleep(IDLE_S)  # no traffic: the proxy's background work (scraper, reporter)
+    idle_ms_per_s = (schedstat(router_pid)[0] - idle0) / (time.monotonic() - idle_t0) * 1e3
     predictor_url = stack.predictor_urls.get("short")
     async with httpx.AsyncClient() as client:
         before = (await client.get(stack.router_url + "/metrics")).text
         pred_before = (await client.get(predictor_url + "/metrics")).text if predictor_url else ""
-    router_pid = stack.procs.children["router"].pid
     cpu0, wall0 = cpu_seconds(router_pid), time.monotonic()
     sched0, busy0 = _sched_snapshot(stack), _machine_busy()
     direct: list[float] = []
@@ -163,7 +212,8 @@ async def measure(stack: Stack, concurrency: int, duration: float, output_tokens
         direct += d
         proxied += p
         failures += f
-    router_cpu = (cpu_seconds(router_pid) - cpu0) / (time.monotonic() - wall0)
+    elapsed = time.monotonic() - wall0
+    router_cpu = (cpu_seconds(router_pid) - cpu0) / elapsed
     sched1, busy1 = _sched_snapshot(stack), _machine_busy()
     async with httpx.AsyncClient() as client:
         after = (await client.get(stack.router_url + "/metrics")).text
@@ -181,6 +231,9 @@ async def measure(stack: Stack, concurrency: int, duration: float, output_tokens
         result[f"{name}_cpu_ms_per_req"] = (run1 - run0) / max(1, len(proxied)) * 1e3
         result[f"{name}_wait_ms_per_req"] = (wait1 - wait0) / max(1, len(proxied)) * 1e3
         result[f"{name}_wait_ms_per_slice"] = (wait1 - wait0) / max(1, n1 - n0) * 1e3
+    result["router_idle_cpu_ms_per_s"] = idle_ms_per_s
+    result["router_net_cpu_ms_per_req"] = (result["router_cpu_ms_per_req"]
+                                           - idle_ms_per_s * elapsed / max(1, len(proxied)))
     return result
 
 
@@ -204,6 +257,21 @@ def _result(direct: list[float], proxied: list[float], failures: int, per_window
     result["router_cpu"] = router_cpu
     result["loadavg"] = _loadavg()
     return result
+
+
+def _summary(runs: dict[str, dict[str, Any]]) -> str:
+    lines = ["| run | proxy | overhead p50 ms (per window) | overhead p90 ms | proxy CPU ms / proxied req | "
+             "… net of idle background | proxy idle CPU ms/s | proxy run-queue wait ms / req | machine busy | "
+             "load avg (end) |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for name, r in runs.items():
+        row, _, tree = name.partition(" · ")
+        windows = ", ".join(f"{w:.1f}" for w in r["overhead_p50_windows"])
+        lines.append(f"| {row} | {tree or THIS_TREE} | **{r['overhead_p50']:.2f}** ({windows}) | "
+                     f"{r['overhead_p90']:.2f} | **{r['router_cpu_ms_per_req']:.2f}** | "
+                     f"{r['router_net_cpu_ms_per_req']:.2f} | {r['router_idle_cpu_ms_per_s']:.1f} | "
+                     f"{r['router_wait_ms_per_req']:.2f} | {100 * r['machine_busy']:.0f} % | {r['loadavg']:.2f} |")
+    return "\n".join(lines)
 
 
 def _rows(runs: dict[str, dict[str, Any]]) -> str:
@@ -240,14 +308,24 @@ def _sched(runs: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def write_results(runs: dict[str, dict[str, Any]], args: argparse.Namespace, command: str) -> None:
-    main = runs[f"{args.concurrency} streams, with predictor"]
-    target = "met" if main["overhead_p50"] <= 1.0 else "NOT met"
+def write_results(runs: dict[str, dict[str, Any]], args: argparse.Namespace, command: str,
+                  started: datetime.datetime) -> None:
+    suffix = f" · {THIS_TREE}" if args.baseline else ""
+    main = runs[f"{args.concurrency} streams, with predictor{suffix}"]
+    limit = 1.0 if args.pin else 1.5  # issue 16: ≤ 1 ms where the proxy has its own core, else ≤ 1.5 ms
+    target = "met" if main["overhead_p50"] <= limit else "NOT met"
+    cpu_target = "met" if main["router_cpu_ms_per_req"] <= 1.2 else "NOT met"
+    pinned = (f"proxy pinned to CPU {args.pin.split(':')[0]}, every other process (pods, trainer, predictor, "
+              f"load generator) to CPU {args.pin.split(':')[1]}" if args.pin else
+              "the client, the proxy, the sim pods, the trainer and the predictor all share those 2 cores")
+    loads = "; ".join(f"{name}: {r['loadavg_before']}" for name, r in runs.items())
     text = f"""## Routing proxy (router_client/proxy)
 
-Command: `{command}`
-Machine: 2 cores ({platform.machine()}, CPython {platform.python_version()}); the client, the proxy, the sim
-pods, the trainer and the predictor all share those 2 cores (and the machine was shared with other jobs).
+Command: `{command}` — run {started:%Y-%m-%d %H:%M} UTC
+Machine: 2 cores ({platform.machine()}, CPython {platform.python_version()}); {pinned}; the machine
+is shared with other jobs (`/proc/loadavg` before each row: {loads}).
+
+{_summary(runs)}
 
 Method: one sim process with 2 pods (`--time-scale {args.time_scale}`), a trainer + predictor, and
 `python -m router_client` on loopback; {args.concurrency} client workers loop for {args.duration:.0f} s,
@@ -257,8 +335,8 @@ time (0–{THINK_S * 1000:.0f} ms, so arrivals are not phase-locked to the pods'
 Request: streamed completion, 64 token-id prompt, {args.output_tokens} output tokens (8 in the
 1-stream runs, 20 s each). TTFB = connect → first SSE `data:` line, measured by a raw-socket
 HTTP/1.1 client with `Connection: close` on both paths. "with predictor": every decision calls
-the predictor (strict bulk over the library's keep-alive HTTP/1.1 client, default opportunistic
-coalescing; "coalesce_window_ms 1" rows: the former fixed 1 ms window, same client); "no predictor":
+the predictor (strict bulk over the library's keep-alive HTTP/1.1 client, opportunistic
+coalescing); "no predictor":
 router config without predictor URLs (composite score), isolating the proxy's own cost; "1 stream":
 one worker, sequential, to show the overhead without CPU contention from the load itself.
 
@@ -266,7 +344,9 @@ one worker, sequential, to show the overhead without CPU contention from the loa
 | --- | --- | ---: | ---: | ---: |
 {_rows(runs)}
 
-Target p50 overhead ≤ 1 ms including the predictor call: **{target}** on this machine.
+Targets at {args.concurrency} streams with the predictor ({THIS_TREE}): p50 overhead ≤ {limit:g} ms:
+**{target}** ({main['overhead_p50']:.2f} ms); proxy CPU ≤ 1.2 ms per proxied request: **{cpu_target}**
+({main['router_cpu_ms_per_req']:.2f} ms).
 
 {_inner(runs)}
 
@@ -284,6 +364,9 @@ library's decision time (`router_decision_seconds`: strict-bulk round trip to th
 scheduling). At {args.concurrency} streams every extra process hop (client → proxy → predictor →
 proxy → pod) also waits for a CPU: see the run-queue wait per time slice above.
 """
+    old = RESULTS.read_text() if RESULTS.exists() else ""
+    if KEEP_MARKER in old:
+        text += "\n" + KEEP_MARKER + old.split(KEEP_MARKER, 1)[1]
     RESULTS.write_text(text)
     print(text)
 
@@ -297,30 +380,44 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="measurement windows per run (duration split evenly)")
     p.add_argument("--no-write", action="store_true")
     p.add_argument("--only", default="", help="|-separated substrings: run only those rows (writes no RESULTS)")
+    p.add_argument("--pods", type=int, default=2, help="sim pods behind the proxy (1: no routing choice)")
+    p.add_argument("--pin", default="", help="PROXY_CPU:OTHERS_CPU, e.g. 1:0 (empty: no pinning)")
+    p.add_argument("--baseline", default="", help="checkout whose proxy runs each row first, for before/after")
+    p.add_argument("--baseline-label", default="main", help="name of the --baseline tree in the tables")
     args = p.parse_args(argv)
     command = ".venv/bin/python -m bench.bench_proxy " + " ".join(argv if argv is not None else sys.argv[1:])
+    pinning = tuple(int(c) for c in args.pin.split(":")) if args.pin else None
+    trees: list[tuple[str, Path | None]] = [(THIS_TREE, None)]
+    if args.baseline:
+        trees.insert(0, (args.baseline_label, Path(args.baseline).resolve()))
     runs: dict[str, dict[str, Any]] = {}
     n = args.concurrency
-    window = {"coalesce_window_ms": 1.0}
-    plan: list[tuple[str, bool, int, float, int, dict[str, Any]]] = [
-        (f"{n} streams, with predictor", True, n, args.duration, args.output_tokens, {}),
-        (f"{n} streams, with predictor, coalesce_window_ms 1", True, n, args.duration, args.output_tokens, window),
-        (f"{n} streams, no predictor", False, n, args.duration, args.output_tokens, {}),
-        ("1 stream, with predictor", True, 1, 20.0, 8, {}),
-        ("1 stream, with predictor, coalesce_window_ms 1", True, 1, 20.0, 8, window),
-        ("1 stream, no predictor", False, 1, 20.0, 8, {}),
+    plan: list[tuple[str, bool, int, float, int]] = [
+        (f"{n} streams, with predictor", True, n, args.duration, args.output_tokens),
+        (f"{n} streams, no predictor", False, n, args.duration, args.output_tokens),
+        ("1 stream, with predictor", True, 1, 20.0, 8),
+        ("1 stream, no predictor", False, 1, 20.0, 8),
     ]
     if args.only:
         plan = [p for p in plan if any(key in p[0] for key in args.only.split("|"))]
-    for name, predictors, concurrency, duration, output_tokens, router in plan:
-        spec = StackSpec(pools=(PoolSpec("short", 2, 4096, max_num_seqs=256),), time_scale=args.time_scale,
-                         retrain_interval_s=10.0, predictors=predictors,
-                         router={"predictor_timeout_ms": 250.0, **router})
-        with tempfile.TemporaryDirectory() as tmp, Stack(spec, Path(tmp)) as stack:
-            runs[name] = asyncio.run(measure(stack, concurrency, duration, output_tokens, args.repeat))
-        print(name, orjson.dumps(runs[name]).decode(), flush=True)
+    started = datetime.datetime.now(datetime.UTC)
+    for row, predictors, concurrency, duration, output_tokens in plan:
+        for label, tree in trees:
+            name = f"{row} · {label}" if args.baseline else row
+            spec = StackSpec(pools=(PoolSpec("short", args.pods, 4096, max_num_seqs=256),), time_scale=args.time_scale,
+                             retrain_interval_s=10.0, predictors=predictors, router={"predictor_timeout_ms": 250.0})
+            load_before = Path("/proc/loadavg").read_text().strip()
+            with tempfile.TemporaryDirectory() as tmp, BenchStack(spec, Path(tmp), tree) as stack:
+                if pinning:
+                    pin(stack, *pinning)
+                try:
+                    runs[name] = asyncio.run(measure(stack, concurrency, duration, output_tokens, args.repeat))
+                finally:
+                    _set_affinity(os.getpid(), set(range(os.cpu_count() or 1)))
+            runs[name]["loadavg_before"] = load_before
+            print(name, orjson.dumps(runs[name]).decode(), flush=True)
     if not args.no_write and not args.only:
-        write_results(runs, args, command.strip())
+        write_results(runs, args, command.strip(), started)
     return 0
 
 

@@ -29,6 +29,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--served-model-name", default=None,
                         help="answer /v1/models with this name instead of the pods' union")
     parser.add_argument("--connect-timeout", type=float, default=5.0, help="seconds to connect to a pod")
+    parser.add_argument("--pod-ca-file", default=None,
+                        help="PEM CA bundle for https:// pods (default: the system trust store)")
     parser.add_argument("--log-level", default=env.get("LATENCY_LOG_LEVEL", "INFO"), help="Python log level")
     args = parser.parse_args(argv)
     if not args.config:
@@ -44,10 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     except RouterConfigError as exc:
         print(f"latency-router: {exc.message}", file=sys.stderr)
         return 2
-    settings = ForwardSettings(connect_timeout_s=args.connect_timeout, served_model_name=args.served_model_name)
+    settings = ForwardSettings(connect_timeout_s=args.connect_timeout, served_model_name=args.served_model_name,
+                               pod_ca_file=args.pod_ca_file)
     app = create_app(config, settings)
+    # http="httptools": streams are then written to the client from the pod connection's callback
+    # (router_client/proxy/downstream.py); under h11 they would take the slower ASGI path
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False,
-                loop="auto", http="auto", lifespan="on", timeout_graceful_shutdown=5)
+                loop="auto", http="httptools", lifespan="on", timeout_graceful_shutdown=5)
     return 0
 
 

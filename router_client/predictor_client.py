@@ -14,7 +14,7 @@ decision is sent alone).
 Each caller waits at most until its own deadline; late, failed or malformed answers raise
 :class:`PredictionUnavailable` with the fallback reason (``timeout``, ``error``, ``status``,
 ``decode``, ``closed``). A URL that failed is skipped for ``backoff_s`` while others are healthy.
-HTTP goes through :mod:`router_client.http1` (keep-alive, plain ``http://`` URLs only).
+HTTP goes through :mod:`router_client.http1` (keep-alive; ``http://`` or ``https://`` URLs, system trust store).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _expire(waiter: _Waiter, budget_s: float) -> None:
 
 class PredictorClient:
     """Bulk predictions for one pool. ``pool``: a shared :class:`Http1Pool`, or ``None`` to own one
-    (closed by :meth:`aclose`). Raises ``RouterConfigError`` for a URL that is not ``http://host:port``."""
+    (closed by :meth:`aclose`). Raises ``RouterConfigError`` for a URL that is not ``http(s)://host[:port]``."""
 
     def __init__(self, pool: Http1Pool | None, urls: Sequence[str], *, timeout_s: float, window_s: float,
                  max_rows: int, backoff_s: float, clock: Callable[[], float]) -> None:

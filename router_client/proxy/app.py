@@ -1,7 +1,10 @@
 """The OpenAI-compatible routing proxy as a Starlette app (built by ``create_app``; no globals).
 
 Routes: ``POST /v1/completions``, ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /healthz``,
-``GET /readyz``, ``GET /metrics``. The lifespan starts the router library (scraper, reporter,
+``GET /readyz``, ``GET /metrics``. The two completion routes are the hot path: :class:`ProxyApp`
+dispatches them itself, before Starlette's routing and middleware (≈10 % of the proxy's CPU per
+request in a profile), and maps their ``ProxyError`` with the same ``proxy_error_response``; every
+other route goes through Starlette. The lifespan starts the router library (scraper, reporter,
 predictor clients) and the shared keep-alive client to the pods, and closes both at shutdown.
 """
 
@@ -13,19 +16,24 @@ from dataclasses import dataclass
 
 import httpx
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from router_client.config import RouterConfig
+from router_client.proxy.downstream import remember_server_send
+from router_client.proxy.errors import ProxyError
 from router_client.proxy.forwarding import Forwarder, ForwardSettings, make_pool
-from router_client.proxy.http_errors import EXCEPTION_HANDLERS, json_response
+from router_client.proxy.http_errors import EXCEPTION_HANDLERS, error_body, json_response, proxy_error_response
 from router_client.proxy.metrics import ProxyMetrics
 from router_client.proxy.models import ModelCatalog
 from router_client.proxy.parsing import CHAT, COMPLETIONS
 from router_client.router import Router
 
 _PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
+_COMPLETION_ROUTES = frozenset((COMPLETIONS, CHAT))
 
 
 @dataclass
@@ -40,14 +48,6 @@ class ProxyState:
 def _state(request: Request) -> ProxyState:
     state: ProxyState = request.app.state.proxy
     return state
-
-
-async def completions(request: Request) -> Response:
-    return await _state(request).forwarder.handle(COMPLETIONS, await request.body(), request.headers)
-
-
-async def chat_completions(request: Request) -> Response:
-    return await _state(request).forwarder.handle(CHAT, await request.body(), request.headers)
 
 
 async def models(request: Request) -> Response:
@@ -67,6 +67,45 @@ async def readyz(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     state = _state(request)
     return Response(state.metrics.render(state.router.metrics_registry), media_type=_PROMETHEUS)
+
+
+class ProxyApp(Starlette):
+    """Starlette that records the server's own ``send`` in the scope before any middleware wraps it
+    (``downstream.SERVER_SEND``: streams are written to the client's connection directly) and
+    serves ``POST`` to the completion routes without Starlette's routing and middleware."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        remember_server_send(scope, send)
+        if scope["type"] != "http" or scope["path"] not in _COMPLETION_ROUTES:
+            await super().__call__(scope, receive, send)
+        elif scope["method"] == "POST":
+            await self._completion(scope, receive, send)
+        else:
+            not_allowed = error_body("Method Not Allowed", "invalid_request_error")
+            await json_response(405, not_allowed, {"allow": "POST"})(scope, receive, send)
+
+    async def _completion(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _read_body(receive)
+        if body is None:
+            return  # the client left before sending its whole body
+        headers = Headers(scope=scope)
+        state: ProxyState = self.state.proxy
+        try:
+            response = await state.forwarder.handle(scope["path"], body, headers)
+        except ProxyError as exc:
+            response = proxy_error_response(exc, headers.get("x-request-id"))
+        await response(scope, receive, send)
+
+
+async def _read_body(receive: Receive) -> bytes | None:
+    parts = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def create_app(config: RouterConfig, settings: ForwardSettings | None = None) -> Starlette:
@@ -94,12 +133,10 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
             await client.aclose()
 
     routes = [
-        Route(COMPLETIONS, completions, methods=["POST"]),
-        Route(CHAT, chat_completions, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-    return Starlette(routes=routes, lifespan=lifespan, exception_handlers=dict(EXCEPTION_HANDLERS))
+    return ProxyApp(routes=routes, lifespan=lifespan, exception_handlers=dict(EXCEPTION_HANDLERS))
 

@@ -9,6 +9,7 @@ library falls back to a composite score when predictions are missing.
 from __future__ import annotations
 
 import math
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,11 +39,14 @@ class ForwardSettings:
     """Idle keep-alive connections kept per pod."""
     served_model_name: str | None = None
     """Answer ``/v1/models`` with this name instead of asking the pods."""
+    pod_ca_file: str | None = None
+    """PEM file of the CA(s) that sign ``https://`` pods' certificates (default: the system trust store)."""
 
 
 def make_pool(settings: ForwardSettings) -> UpstreamPool:
     """The shared keep-alive connections to the pods: no read timeout (long streams), bounded connect."""
-    return UpstreamPool(settings.connect_timeout_s, settings.max_idle_per_pod)
+    context = ssl.create_default_context(cafile=settings.pod_ca_file) if settings.pod_ca_file else None
+    return UpstreamPool(settings.connect_timeout_s, settings.max_idle_per_pod, ssl_context=context)
 
 
 class Forwarder:
@@ -59,9 +63,9 @@ class Forwarder:
         try:
             response = await self._handle(route, body, headers)
         except ProxyError as exc:
-            self._metrics.responses.labels(route, str(exc.status)).inc()
+            self._metrics.child(self._metrics.responses, route, str(exc.status)).inc()
             raise
-        self._metrics.responses.labels(route, str(response.status_code)).inc()
+        self._metrics.child(self._metrics.responses, route, str(response.status_code)).inc()
         return response
 
     async def _handle(self, route: str, body: bytes, headers: Mapping[str, str]) -> Response:
@@ -72,7 +76,7 @@ class Forwarder:
         model = str(parsed.payload.get("model") or "")
         labels = (model, model, decision.pool)
         if decision.shed:
-            self._metrics.errors.labels(*labels, "shed").inc()
+            self._metrics.child(self._metrics.errors, *labels, "shed").inc()
             retry = max(1, math.ceil(decision.retry_after_s or 1.0))
             raise Shed(decision.reason, retry_after_s=retry, pool=decision.pool, request_id=parsed.info.request_id)
         if decision.pod_url is None:
@@ -97,7 +101,11 @@ class Forwarder:
             return await self._whole(upstream, call, started, out_headers)
         relay = StreamRelay(upstream, started=started, strip_usage=not parsed.client_wants_usage,
                             on_first_token=call.first_token, report=call.report, clock=self._clock)
-        return _Streamed(RelayResponse(relay, upstream.status_code, out_headers), upstream.status_code)
+        return _Streamed(RelayResponse(relay, upstream.status_code, out_headers, self._count_path),
+                         upstream.status_code)
+
+    def _count_path(self, path: str) -> None:
+        self._metrics.child(self._metrics.relay_paths, path).inc()
 
     async def _whole(self, upstream: UpstreamResponse, call: _Call, started: float,
                      headers: list[tuple[bytes, bytes]]) -> Response:
@@ -145,7 +153,7 @@ class _Call:
                                  outcome.prompt_tokens, error=error)
         self._metrics.observe_outcome(self._labels, outcome)
         if outcome.error_code in ("midstream", "upstream_event"):
-            self._metrics.stream_errors.labels(self.decision.pool, self.pod).inc()
+            self._metrics.child(self._metrics.stream_errors, self.decision.pool, self.pod).inc()
 
 
 def _forward_headers(headers: Mapping[str, str], request_id: str) -> dict[str, str]:

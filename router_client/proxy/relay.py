@@ -1,20 +1,28 @@
 """Streaming pass-through: relay a pod's SSE bytes to the client as they arrive, and account.
 
-Every network read from the pod becomes at most one downstream send: the complete events in it
+The upstream connection pushes body bytes to a :class:`_Pump` from its ``data_received`` callback
+(``Http1Response.stream_to``); the pump accounts them and writes the result to the client at once
+(``downstream.DirectDownstream``: no task wake-up per chunk) or queues it for the ASGI ``send``
+(``downstream.AsgiDownstream``, any other server). The relay task only wakes when the stream ends,
+the client disconnects, or the client falls behind: then the pod connection stops being read
+(``pause_reading``) until the client's buffer drains, so a slow reader slows the pod's writes
+instead of growing the proxy's memory.
+
+Every network read from the pod becomes at most one downstream write: the complete events in it
 (plus any held-back partial event from the previous read) are passed on as one bytes object, and
 only a trailing partial event is held back. Accounting works on that whole buffer: once the first
 content chunk has been seen, a buffer without ``"usage"``, ``"error"`` or ``[DONE]`` is counted
 with ``bytes.count`` and forwarded unsplit; anything else (and every buffer before the first
 token) is split into events and inspected one by one. The relay drops the trailing usage chunk
-when only the proxy asked for it, detects the first content chunk (→ ``router.on_first_token``),
-counts content chunks, reads ``usage`` from the final chunk, and reports the outcome exactly once
-(→ ``router.on_complete``). A pod that dies mid-stream (or closes the stream without ``[DONE]``)
-ends the client's stream with an SSE error event and ``data: [DONE]``; a client that goes away
-cancels the upstream read (the pod sees the disconnect).
+when only the proxy asked for it, detects the first content chunk (→ ``router.on_first_token``,
+timed when the bytes arrive), counts content chunks, reads ``usage`` from the final chunk, and
+reports the outcome exactly once (→ ``router.on_complete``). A pod that dies mid-stream (or closes
+the stream without ``[DONE]``) ends the client's stream with an SSE error event and
+``data: [DONE]``; a client that goes away closes the pod connection (the pod sees the disconnect).
 """
-
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +30,7 @@ from typing import Any
 import anyio
 from starlette.types import Receive, Scope, Send
 
+from router_client.proxy.downstream import Downstream, end_message, open_downstream
 from router_client.proxy.metrics import Outcome
 from router_client.proxy.sse import (
     NEEDS_INSPECTION,
@@ -31,14 +40,15 @@ from router_client.proxy.sse import (
     inspect,
     split_events,
 )
-from router_client.proxy.upstream import UpstreamError, UpstreamResponse
+from router_client.proxy.upstream import UpstreamResponse
 
 Report = Callable[[Outcome], None]
 _USAGE, _ERROR, _DONE = NEEDS_INSPECTION
 
 
 class StreamRelay:
-    """One streamed response: ``relay(send)``, then ``finish()`` (idempotent)."""
+    """Accounting of one streamed response: ``account`` each upstream read, ``end_bytes`` at the
+    end, then ``finish()`` (idempotent: closes the upstream response and reports)."""
 
     def __init__(self, upstream: UpstreamResponse, *, started: float, strip_usage: bool,
                  on_first_token: Callable[[], None], report: Report,
@@ -57,26 +67,16 @@ class StreamRelay:
         self._error_code: str | None = None
         self._finished = False
 
-    async def relay(self, send: Send) -> None:
-        """Send the relayed stream as ``http.response.body`` messages (``more_body=True``): one
-        per upstream read, then the end-of-stream bytes if any (the caller ends the body)."""
-        account = self.account
-        try:
-            async for data in self._upstream.chunks():
-                out = account(data)
-                if out:
-                    await send({"type": "http.response.body", "body": out, "more_body": True})
-        except UpstreamError as exc:
-            self._error_code = "midstream"
-            await send({"type": "http.response.body", "more_body": True,
-                        "body": error_event(f"upstream pod failed mid-stream: {exc}", "upstream_error")})
-            return
-        end = self._end_of_stream()
-        if end:
-            await send({"type": "http.response.body", "body": end, "more_body": True})
+    @property
+    def upstream(self) -> UpstreamResponse:
+        return self._upstream
 
-    def _end_of_stream(self) -> bytes:
-        """The held-back partial event (a cut stream), plus an error event if ``[DONE]`` never came."""
+    def end_bytes(self, error: str | None) -> bytes:
+        """What the client still gets after the upstream body ended (``error``: why it broke): the
+        held-back partial event of a cut stream, plus an error event if ``[DONE]`` never came."""
+        if error is not None:
+            self._error_code = "midstream"
+            return error_event(f"upstream pod failed mid-stream: {error}", "upstream_error")
         out, self._tail = self._tail, b""
         if not self._done and self._error_code is None:
             self._error_code = "midstream"
@@ -154,31 +154,114 @@ class StreamRelay:
             error_code=self._error_code))
 
 
-class RelayResponse:
-    """ASGI response streaming a ``StreamRelay``; stops reading upstream when the client disconnects."""
+class _Pump:
+    """The body sink on the upstream connection: account → write to the client, in the callback.
+    Wakes the relay task only for: end of body, client gone, client too slow (upstream paused)."""
 
-    def __init__(self, relay: StreamRelay, status: int, headers: list[tuple[bytes, bytes]]) -> None:
+    __slots__ = ("_account", "_upstream", "_down", "_signalled", "_waiter", "ended", "error", "paused", "left")
+
+    def __init__(self, relay: StreamRelay, down: Downstream) -> None:
+        self._account = relay.account
+        self._upstream = relay.upstream
+        self._down = down
+        self._signalled = False
+        self._waiter: asyncio.Future[None] | None = None
+        self.ended = False
+        self.error: str | None = None
+        self.paused = False
+        self.left = False
+
+    def body(self, data: bytes) -> None:
+        out = self._account(data)
+        if not out or self.left:
+            return
+        down = self._down
+        if down.gone():
+            self.client_left()
+            return
+        down.write(out)
+        if down.wakes_per_write:
+            self._wake()
+        if not self.paused and down.paused():
+            self.paused = True
+            self._upstream.pause_reading()
+            self._wake()
+
+    def end(self, error: str | None) -> None:
+        self.ended = True
+        self.error = error
+        self._wake()
+
+    def client_left(self) -> None:
+        self.left = True
+        self._wake()
+
+    def _wake(self) -> None:
+        self._signalled = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def wait(self) -> None:
+        if not self._signalled:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+            self._waiter = None
+        self._signalled = False
+
+
+class RelayResponse:
+    """ASGI response streaming a ``StreamRelay``; closes the pod connection when the client leaves.
+    ``count_path`` gets ``"direct"`` or ``"asgi"`` (which downstream writer the stream used)."""
+
+    def __init__(self, relay: StreamRelay, status: int, headers: list[tuple[bytes, bytes]],
+                 count_path: Callable[[str], None] = lambda _: None) -> None:
         self._relay = relay
         self._status = status
         self._headers = headers
+        self._count_path = count_path
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        relay = self._relay
+        watch: asyncio.Task[None] | None = None
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
-                await send({"type": "http.response.start", "status": self._status, "headers": self._headers})
-                await self._relay.relay(send)
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-                tg.cancel_scope.cancel()
+            await send({"type": "http.response.start", "status": self._status, "headers": self._headers})
+            down = open_downstream(scope, send, self._count_path)
+            pump = _Pump(relay, down)
+            watch = asyncio.get_running_loop().create_task(_watch_disconnect(receive, pump))
+            relay.upstream.stream_to(pump)
+            if await _run(pump, down, relay.upstream):
+                await send(end_message(relay.end_bytes(pump.error)))
+            else:
+                relay.cancelled()
         except OSError:
-            self._relay.cancelled()
+            relay.cancelled()
+        except asyncio.CancelledError:
+            relay.cancelled()
+            raise
         finally:
-            await self._relay.finish()
+            if watch is not None:
+                watch.cancel()
+            await relay.finish()
 
-    async def _watch_disconnect(self, receive: Receive, scope: anyio.CancelScope) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                self._relay.cancelled()
-                scope.cancel()
-                return
+
+async def _run(pump: _Pump, down: Downstream, upstream: UpstreamResponse) -> bool:
+    """Until the upstream body ends (True) or the client leaves (False)."""
+    while True:
+        await pump.wait()
+        await down.flush()
+        if pump.left or down.gone():
+            return False
+        if pump.ended:
+            return True
+        if pump.paused:
+            await down.drain()
+            if pump.left or down.gone():
+                return False
+            pump.paused = False
+            upstream.resume_reading()
+
+
+async def _watch_disconnect(receive: Receive, pump: _Pump) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    pump.client_left()

@@ -57,9 +57,12 @@ def test_injected_usage_chunk_is_stripped(proxy: RunningProxy) -> None:
         assert events[-1] == b"[DONE]" and len(chunks) == 9
         assert all(c["choices"] and "usage" not in c for c in chunks)
         # the proxy records the finished stream after the client has read [DONE]: wait for it
-        wait_for(lambda: _metric(client.get(proxy.url + "/metrics").text,
-                                 "inference_objective_output_tokens_sum", pool="short") >= 9,
-                 what="output tokens of the finished stream in /metrics")
+        metrics = wait_for(lambda: (lambda text: text if _metric(text, "inference_objective_output_tokens_sum",
+                                                                 pool="short") >= 9 else "")(
+            client.get(proxy.url + "/metrics").text), what="output tokens of the finished stream in /metrics")
+    # uvicorn's httptools protocol: the stream was written from the pod connection's callback
+    assert _metric(metrics, "latency_router_proxy_relay_streams_total", path="direct") >= 1
+    assert _metric(metrics, "latency_router_proxy_relay_streams_total", path="asgi") == 0
 
 
 def test_non_streaming_and_long_pool(proxy: RunningProxy, pods: Pods) -> None:
@@ -86,7 +89,9 @@ def test_upstream_error_status_is_passed_through(proxy: RunningProxy, pods: Pods
 def test_invalid_body_is_400_not_500(proxy: RunningProxy) -> None:
     with httpx.Client(timeout=30) as client:
         resp = client.post(proxy.url + "/v1/chat/completions", content=b"{nope")
+        wrong_method = client.get(proxy.url + "/v1/completions")
     assert resp.status_code == 400 and resp.json()["error"]["type"] == "invalid_request_error"
+    assert wrong_method.status_code == 405 and wrong_method.headers["allow"] == "POST"
 
 
 def test_unreachable_pod_is_502(pods: Pods, serve_proxy: Serve) -> None:
