@@ -56,10 +56,12 @@ def test_injected_usage_chunk_is_stripped(proxy: RunningProxy) -> None:
         chunks = [orjson.loads(e) for e in events[:-1]]
         assert events[-1] == b"[DONE]" and len(chunks) == 9
         assert all(c["choices"] and "usage" not in c for c in chunks)
-        # the proxy records the finished stream after the client has read [DONE]: wait for it
-        metrics = wait_for(lambda: (lambda text: text if _metric(text, "inference_objective_output_tokens_sum",
-                                                                 pool="short") >= 9 else "")(
-            client.get(proxy.url + "/metrics").text), what="output tokens of the finished stream in /metrics")
+
+        def finished() -> str:  # the proxy records the stream after the client has read [DONE]: wait for it
+            text = client.get(proxy.url + "/metrics").text
+            return text if _metric(text, "inference_objective_output_tokens_sum", pool="short") >= 9 else ""
+
+        metrics = wait_for(finished, what="output tokens of the finished stream in /metrics")
     # uvicorn's httptools protocol: the stream was written from the pod connection's callback
     assert _metric(metrics, "latency_router_proxy_relay_streams_total", path="direct") >= 1
     assert _metric(metrics, "latency_router_proxy_relay_streams_total", path="asgi") == 0
