@@ -47,5 +47,11 @@ class TrainerSettings(CommonSettings):
     train_threads: int = env("LATENCY_TRAIN_THREADS", 2, "Threads for XGBoost fitting; TTFT and TPOT are fitted "
                              "concurrently with max(1, threads // 2) XGBoost threads each.", ge=1)
     bundles_kept: int = env("LATENCY_BUNDLES_KEPT", 5, "Published bundle versions kept on disk.", ge=2)
-    write_token: str | None = env("LATENCY_WRITE_TOKEN", None,
-                                  "If set, POST /flush requires 'Authorization: Bearer <token>'.")
+    max_ingest_bytes: int = env(
+        "LATENCY_MAX_INGEST_BYTES", 64 << 20, "Largest /add_training_data_bulk body (bytes); 413 above it, before "
+        "anything is read. 100,000 router rows take ~35 MB.", ge=1 << 20)
+    idempotency_keys: int = env(
+        "LATENCY_IDEMPOTENCY_KEYS", 10_000, "Idempotency-Key values of stored ingest batches remembered (newest "
+        "first); a retry within the window is acknowledged again without storing. 0 disables.", ge=0)
+    idempotency_ttl_sec: float = env(
+        "LATENCY_IDEMPOTENCY_TTL_SEC", 86_400.0, "How long an ingest Idempotency-Key is remembered (s).", gt=0)

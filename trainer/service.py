@@ -14,9 +14,11 @@ from shared.bundle import read_bundle, read_current
 from shared.errors import BundleError
 from shared.model import LoadedBundle, load_bundle
 from shared.trainer_settings import TrainerSettings
+from shared.unknown_fields import UnknownFields
 from trainer.cycle import Retrainer, bundle_meta
 from trainer.fit import FitParams
-from trainer.ingest import Ingestor
+from trainer.idempotency import IdempotencyKeys
+from trainer.ingest import IngestLimits, Ingestor
 from trainer.live import LiveBundle
 from trainer.loop import RetrainLoop
 from trainer.metrics import TrainerMetrics
@@ -50,7 +52,10 @@ class TrainerService:
         self.log = SampleLog(self.data_dir / "log", LogLimits(s.retention_max_rows, s.retention_max_bytes,
                                                               s.segment_max_bytes))
         self.publisher = Publisher(self.data_dir / "bundles", s.hmac_key, s.bundles_kept)
-        self.ingestor = Ingestor(self.log, self.window, self.metrics, s.bounds, s.max_ingest_rows)
+        self.unknown = UnknownFields(self.metrics.count_unknown, s.strict_fields, "trainer")
+        self.keys = IdempotencyKeys(s.idempotency_keys, s.idempotency_ttl_sec)
+        self.ingestor = Ingestor(self.log, self.window, self.metrics, s.bounds,
+                                 IngestLimits(s.max_ingest_rows, s.max_json_depth), self.unknown, self.keys)
         self.params = fit_params(s)
         self.retrainer = Retrainer(self.spec, self.params, s.min_samples_for_retrain, self.window, self.publisher,
                                    self.live, self.metrics)
@@ -69,6 +74,7 @@ class TrainerService:
         for record in self.log.replay():
             if isinstance(record, RowsRecord):
                 self.window.add(record.first_seq, record.matrix)
+                self.keys.restore(record.meta, record.wall_time)
                 rows += record.n_rows
             else:
                 self.window.flush(record.flush_train, record.flush_test)

@@ -16,9 +16,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -140,11 +141,11 @@ class SampleLog:
             raise StorageError(f"cannot write sample log: {exc}") from exc
         self._segments[-1].bytes += len(frame)
 
-    def append_rows(self, matrix: np.ndarray) -> int:
-        """Durably append rows (n, k); returns the sequence number of the first row."""
+    def append_rows(self, matrix: np.ndarray, meta: Mapping[str, Any] | None = None) -> int:
+        """Durably append rows (n, k), with ``meta`` in the same record; returns the first row's sequence number."""
         with self._lock:
             first = self._next_seq
-            self._write(encode_rows(first, time.time(), matrix, self.layout.fields))
+            self._write(encode_rows(first, time.time(), matrix, self.layout.fields, meta))
             self._segments[-1].rows += len(matrix)
             self._next_seq += len(matrix)
             self._maintain()
