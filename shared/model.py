@@ -2,7 +2,9 @@
 
 ``calibration`` in a model's manifest entry is ``{"scale": s, "offset": o}``: the served value
 is ``max(0, raw × s + o)`` — the conformal correction the trainer measured on its holdout.
-Trainer (evaluation, in-process ``/predict``) and predictor share this code path.
+Trainer (evaluation, in-process ``/predict``) and predictor share this code path. A bundle whose
+calibration lies outside what the trainer can produce (scale in ``SCALE_BOUNDS``, the trainer's
+clamp; a finite offset) is refused: a hand-edited manifest must not scale every answer.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import xgboost as xgb
 from shared.bundle import Bundle
 from shared.errors import BundleError
 from shared.features import MODEL_NAMES, FeatureSpec, smoke_columns
+
+SCALE_BOUNDS = (0.25, 4.0)
+"""The calibration scales a bundle may carry (= trainer.calibrate.SCALE_BOUNDS, checked by a test)."""
 
 
 @dataclass(frozen=True)
@@ -69,9 +74,19 @@ def _load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int) -> L
         raise BundleError(f"{name}: XGBoost cannot load the model: {exc}") from None
     if booster.num_features() != len(features):
         raise BundleError(f"{name}: model has {booster.num_features()} features, spec {len(features)}")
-    calibration = entry.get("calibration") or {}
-    return LoadedModel(name, booster, features, float(calibration.get("scale", 1.0)),
-                       float(calibration.get("offset", 0.0)))
+    scale, offset = _calibration(name, entry.get("calibration") or {})
+    return LoadedModel(name, booster, features, scale, offset)
+
+
+def _calibration(name: str, calibration: Mapping[str, object]) -> tuple[float, float]:
+    scale, offset = calibration.get("scale", 1.0), calibration.get("offset", 0.0)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (scale, offset)):
+        raise BundleError(f"{name}: calibration scale/offset must be numbers, got {scale!r}/{offset!r}")
+    scale, offset = float(scale), float(offset)  # type: ignore[arg-type]
+    if not (np.isfinite(scale) and SCALE_BOUNDS[0] <= scale <= SCALE_BOUNDS[1]) or not np.isfinite(offset):
+        raise BundleError(f"{name}: calibration scale {scale:g} / offset {offset:g} outside the trainer's bounds "
+                          f"(scale in [{SCALE_BOUNDS[0]:g}, {SCALE_BOUNDS[1]:g}], finite offset)")
+    return scale, offset
 
 
 def load_bundle(bundle: Bundle, expected: FeatureSpec | None = None, nthread: int = 1) -> LoadedBundle:
