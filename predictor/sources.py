@@ -141,8 +141,7 @@ class HttpPullSource:
         self._client = httpx.AsyncClient(base_url=self.location, timeout=timeout_s)
 
     def _headers(self, extra: dict[str, str] | None) -> dict[str, str]:
-        token = self._token.current() if self._token is not None else None
-        auth = {"Authorization": f"Bearer {token.decode()}"} if token else {}
+        auth = self._token.header() if self._token is not None else {}
         return {**auth, **(extra or {})}
 
     async def _get(self, path: str, *, headers: dict[str, str] | None = None,

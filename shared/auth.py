@@ -44,28 +44,38 @@ class TokenConfigError(ValueError):
 
 
 class TokenSource:
-    """One token: a fixed value, a file (re-read when its mtime, size or inode changes), or nothing."""
+    """One token: a fixed value, a file (re-read when its mtime, size or inode changes), or nothing.
 
-    def __init__(self, value: bytes | None = None, path: Path | None = None, name: str = "token") -> None:
+    A server's token file must exist at start-up (``required``: it must never run open by accident); a
+    client's may appear later (it sends no token until then)."""
+
+    def __init__(self, value: bytes | None = None, path: Path | None = None, name: str = "token",
+                 required: bool = True) -> None:
         self.name = name
         self._value = value
         self._path = path
         self._stamp: tuple[int, int, int] | None = None
         if path is not None:
             self._value = self._read(path)
-            if self._value is None:
+            if self._value is None and required:
                 raise TokenConfigError(f"{name}: token file {path} is missing, unreadable or empty")
 
     @classmethod
-    def of(cls, secret: SecretStr | None, path: str | None, name: str) -> TokenSource:
+    def of(cls, secret: SecretStr | str | None, path: str | None, name: str, required: bool = True) -> TokenSource:
         if path:
-            return cls(path=Path(path), name=name)
-        value = secret.get_secret_value().strip() if secret is not None else ""
-        return cls(value.encode() or None, name=name)
+            return cls(path=Path(path), name=name, required=required)
+        if isinstance(secret, SecretStr):
+            secret = secret.get_secret_value()
+        return cls((secret or "").strip().encode() or None, name=name)
 
     @property
     def configured(self) -> bool:
-        return self._value is not None
+        return self._value is not None or self._path is not None
+
+    def header(self) -> dict[str, str]:
+        """``{"Authorization": "Bearer <token>"}`` for a client, ``{}`` without a token."""
+        token = self.current()
+        return {"Authorization": f"Bearer {token.decode()}"} if token else {}
 
     def _read(self, path: Path) -> bytes | None:
         try:

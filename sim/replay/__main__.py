@@ -9,7 +9,7 @@ from typing import Any
 
 from sim.cluster.registry import default_registry
 from sim.engine.errors import SimError
-from sim.replay.cli import build_parser, cluster_from_args, parse_options, trace_path
+from sim.replay.cli import build_parser, cluster_from_args, parse_options, trace_path, trainer_token
 from sim.replay.items import build_items
 from sim.replay.outputs import plot_ttft_cdf, post_samples, write_requests_csv, write_samples_csv
 from sim.replay.progress import ProgressBar
@@ -34,6 +34,7 @@ def run(argv: list[str] | None = None) -> int:
     trace = load_trace(trace_path(args), args.rate_scale, args.limit, args.duration, args.start)
     items = build_items(trace, args.seed, expose_output_length=cfg.expose_output_length,
                         slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms)
+    token = trainer_token(args) if args.trainer_url else None
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     many = len(policies) > 1
     summaries: dict[str, dict[str, Any]] = {}
@@ -49,7 +50,7 @@ def run(argv: list[str] | None = None) -> int:
         if args.samples_csv:
             write_samples_csv(_suffixed(args.samples_csv, name, many), result.samples)
         if args.trainer_url:
-            sent = post_samples(args.trainer_url, result.samples)
+            sent = post_samples(args.trainer_url, result.samples, token=token)
             print(f"posted {sent} samples to {args.trainer_url}", file=sys.stderr)
     print(format_table(list(summaries.values())))
     if args.out:
