@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from predictor import access
+from predictor import access, openapi
 from predictor.holder import ModelHolder
 from predictor.hotpath import Answer, HotPath
 from predictor.http_errors import HANDLERS, JSON, error_response, json_response
@@ -35,6 +35,7 @@ from predictor.status import StatusView
 from predictor.sync import Syncer
 from shared.auth import Tokens, warn_if_open
 from shared.errors import LatencyError
+from shared.jsonbody import dumps
 from shared.predictor_settings import PredictorSettings
 from shared.unknown_fields import UnknownFields
 
@@ -71,6 +72,7 @@ class PredictorApp:
         unknown = UnknownFields(self.metrics.count_unknown, settings.strict_fields, "predictor")
         self.hot = HotPath(settings.bounds, settings.max_bulk_rows, unknown, settings.max_json_depth)
         self.view = StatusView(settings, self.holder, self.source)
+        self.openapi = dumps(openapi.build(settings))
         self._tasks: list[asyncio.Task[None]] = []
 
     async def _predict(self, request: Request, endpoint: str, fn: PredictFn) -> Response:
@@ -127,6 +129,9 @@ class PredictorApp:
     async def root(self, request: Request) -> Response:
         return self._small("root", time.perf_counter(), self.view.root())
 
+    async def openapi_endpoint(self, request: Request) -> Response:
+        return Response(self.openapi, media_type=JSON)
+
     async def metrics_endpoint(self, request: Request) -> Response:
         start = time.perf_counter()
         body = self.metrics.render()
@@ -178,6 +183,7 @@ class PredictorApp:
             Route("/readyz", self.readyz, methods=["GET"]),
             Route("/", self.root, methods=["GET"]),
             Route("/metrics", self.metrics_endpoint, methods=["GET"]),
+            Route("/openapi.json", self.openapi_endpoint, methods=["GET"]),
         ]
 
 

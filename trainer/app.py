@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from shared.auth import Tokens, warn_if_open
 from shared.trainer_settings import TrainerSettings
-from trainer import access, http_errors
+from trainer import access, http_errors, openapi
 from trainer.pull import build_pull_router
 from trainer.routes import build_router
 from trainer.service import TrainerService
@@ -38,4 +38,5 @@ def create_app(settings: TrainerSettings, run_loop: bool = True) -> FastAPI:
     access.install(app, settings, tokens, service.metrics)
     app.include_router(build_router(service))
     app.include_router(build_pull_router(service))
+    openapi.install(app, settings)
     return app
