@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from shared.errors import RequestValidationFailed
 
 SHALLOW = 3
 ORJSON_MAX_DEPTH = 1024
+NUMPY_FROM_BYTES = 4096
+"""Bodies from this size on are scanned with numpy (one vectorised pass; ``bytes.count`` twice is slower)."""
 
 
 def too_deep(limit: int) -> RequestValidationFailed:
@@ -59,11 +63,18 @@ def deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
+def openers(body: bytes) -> int:
+    """Number of ``[`` and ``{`` bytes (0x5B, 0x7B: the only bytes equal to 0x7B once bit 0x20 is set)."""
+    if len(body) < NUMPY_FROM_BYTES:
+        return body.count(b"[") + body.count(b"{")
+    return int(np.count_nonzero((np.frombuffer(body, dtype=np.uint8) | 0x20) == 0x7B))
+
+
 def check_depth(value: Any, body: bytes, limit: int) -> None:
     """Raise 422 ``json_too_deep`` when ``value`` (parsed from ``body``) nests deeper than ``limit``."""
     if limit >= ORJSON_MAX_DEPTH:
         return
-    if limit >= SHALLOW and body.count(b"[") + body.count(b"{") == _shallow_containers(value):
+    if limit >= SHALLOW and openers(body) == _shallow_containers(value):
         return
     if deeper_than(value, limit):
         raise too_deep(limit)

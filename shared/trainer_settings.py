@@ -48,8 +48,9 @@ class TrainerSettings(CommonSettings):
                              "concurrently with max(1, threads // 2) XGBoost threads each.", ge=1)
     bundles_kept: int = env("LATENCY_BUNDLES_KEPT", 5, "Published bundle versions kept on disk.", ge=2)
     max_ingest_bytes: int = env(
-        "LATENCY_MAX_INGEST_BYTES", 64 << 20, "Largest /add_training_data_bulk body (bytes); 413 above it, before "
-        "anything is read. 100,000 router rows take ~35 MB.", ge=1 << 20)
+        "LATENCY_MAX_INGEST_BYTES", 40 << 20, "Largest /add_training_data_bulk body (bytes); 413 above it, before "
+        "anything is read (a chunked body is cut off there, so memory grows by at most this). 100,000 router rows "
+        "take ~35 MB.", ge=1 << 20)
     idempotency_keys: int = env(
         "LATENCY_IDEMPOTENCY_KEYS", 10_000, "Idempotency-Key values of stored ingest batches remembered (newest "
         "first); a retry within the window is acknowledged again without storing. 0 disables.", ge=0)

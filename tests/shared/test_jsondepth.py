@@ -39,10 +39,15 @@ def test_check_depth_is_exact(value: Any, limit: int) -> None:
         check_depth(orjson.loads(body), body, limit)
 
 
-def test_valid_bulk_bodies_take_the_fast_path_even_with_brackets_in_strings() -> None:
-    rows = [{"kv_cache_percentage": 0.5, "pod_type": "[[[[[[[[[[decode"} for _ in range(50)]
+@pytest.mark.parametrize("n", [5, 500])  # below and above the size from which numpy counts the brackets
+def test_brackets_in_strings_and_nested_values_in_big_bodies(n: int) -> None:
+    rows = [{"kv_cache_percentage": 0.5, "pod_type": "[[[[[[[[[[{{{{decode"} for _ in range(n)]
+    assert parse_json(orjson.dumps({"requests": rows}), 4)["requests"][0]["pod_type"].startswith("[")
+    rows[-1]["extra"] = [[[{"a": [1]}]]]  # depth 8
     body = orjson.dumps({"requests": rows})
-    assert parse_json(body, 4)["requests"][0]["pod_type"].startswith("[")
+    assert parse_json(body, 8)
+    with pytest.raises(RequestValidationFailed):
+        parse_json(body, 7)
 
 
 @pytest.mark.parametrize("body", [b"[" * 100_000, b"[" * 2000 + b"]" * 2000, b'{"a":' * 40 + b"1" + b"}" * 40,
