@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import schemathesis
 from fastapi.routing import APIRoute
@@ -68,10 +69,7 @@ def test_trainer_document_lists_exactly_its_routes(tmp_path: Path) -> None:
 def test_predictor_document_lists_exactly_its_routes(tmp_path: Path) -> None:
     app = create_predictor(PredictorSettings(bundle_dir=str(tmp_path)))
     routes = {(m, r.path) for r in app.routes if isinstance(r, Route) for m in (r.methods or ()) if m != "HEAD"}
-    doc = app.state.predictor.openapi
-    import orjson
-
-    parsed = orjson.loads(doc)
+    parsed = orjson.loads(app.state.predictor.openapi)
     assert _operations(parsed) == routes
     assert parsed["paths"]["/reload"]["post"]["security"] == [{"writeToken": []}, {}]
     row = parsed["components"]["schemas"]["PredictionRequest"]
