@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from predictor import access, openapi
 from predictor.holder import ModelHolder
 from predictor.hotpath import Answer, HotPath, Quantiles, parse_quantiles
 from predictor.http_errors import HANDLERS, JSON, error_response, json_response
@@ -32,20 +33,23 @@ from predictor.serving import Serving
 from predictor.sources import BundleDirSource, BundleSource, HttpPullSource
 from predictor.status import StatusView
 from predictor.sync import Syncer
+from shared.auth import Tokens, warn_if_open
 from shared.errors import LatencyError
+from shared.jsonbody import dumps
 from shared.predictor_settings import PredictorSettings
+from shared.unknown_fields import UnknownFields
 
 log = logging.getLogger(__name__)
 INITIAL_SYNC_MAX_S = 10.0  # start-up never waits longer for the first bundle (the loops keep trying)
 PredictFn = Callable[[bytes, "Serving | None", Quantiles], Answer]
 
 
-def make_source(settings: PredictorSettings) -> BundleSource:
+def make_source(settings: PredictorSettings, tokens: Tokens | None = None) -> BundleSource:
     if settings.bundle_dir:
         return BundleDirSource(Path(settings.bundle_dir), settings.hmac_key, settings.dir_watch_interval_sec)
     return HttpPullSource(settings.training_server_url, Path(settings.local_model_dir), settings.hmac_key,
                           timeout_s=settings.http_timeout, retries=settings.download_retries,
-                          keep=settings.keep_local_bundles)
+                          keep=settings.keep_local_bundles, token=None if tokens is None else tokens.read)
 
 
 def _version_headers(serving: Serving | None) -> dict[str, str] | None:
@@ -59,22 +63,25 @@ class PredictorApp:
 
     def __init__(self, settings: PredictorSettings, source: BundleSource | None = None) -> None:
         self.settings = settings
+        self.tokens = Tokens.from_settings(settings)
         self.holder = ModelHolder(settings)
         self.metrics = PredictorMetrics()
         self.metrics.bind(self.holder)
-        self.source = source or make_source(settings)
+        self.source = source or make_source(settings, self.tokens)
         self.syncer = Syncer(self.holder, self.source, self.metrics)
-        self.hot = HotPath(settings.bounds, settings.max_bulk_rows)
+        unknown = UnknownFields(self.metrics.count_unknown, settings.strict_fields, "predictor")
+        self.hot = HotPath(settings.bounds, settings.max_bulk_rows, unknown, settings.max_json_depth)
         self.view = StatusView(settings, self.holder, self.source)
+        self.openapi = dumps(openapi.build(settings))
         self._tasks: list[asyncio.Task[None]] = []
 
     async def _predict(self, request: Request, endpoint: str, fn: PredictFn) -> Response:
         start = time.perf_counter()
-        body = await request.body()
         serving = self.holder.serving
         headers = _version_headers(serving)
         rows = 0
         try:
+            body = await request.body()
             quantiles = parse_quantiles(request.query_params.get("quantiles"))
             if len(body) <= self.settings.inline_max_bytes:
                 answer = fn(body, serving, quantiles)
@@ -123,6 +130,9 @@ class PredictorApp:
     async def root(self, request: Request) -> Response:
         return self._small("root", time.perf_counter(), self.view.root())
 
+    async def openapi_endpoint(self, request: Request) -> Response:
+        return Response(self.openapi, media_type=JSON)
+
     async def metrics_endpoint(self, request: Request) -> Response:
         start = time.perf_counter()
         body = self.metrics.render()
@@ -131,11 +141,8 @@ class PredictorApp:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        try:
-            await asyncio.wait_for(self.syncer.sync_once(), timeout=min(self.settings.http_timeout,
-                                                                         INITIAL_SYNC_MAX_S))
-        except TimeoutError:
-            self.holder.sync_failed("initial sync timed out")
+        warn_if_open(self.tokens, access.ACCESS, "predictor", self.settings.host, self.settings.port)
+        await self._first_bundle()
         gc.freeze()  # start-up objects (modules, boosters) leave the GC's view: shorter full collections
         self._start(self.syncer.run_periodic(self.settings.model_sync_interval_sec))
         if self.settings.long_poll:
@@ -148,6 +155,18 @@ class PredictorApp:
             await asyncio.gather(*self._tasks, return_exceptions=True)
             self._tasks.clear()
             await self.source.aclose()
+
+    async def _first_bundle(self) -> None:
+        """Serve the newest valid local bundle at once (the trainer may be down), then ask the source: in
+        the background when something is serving already, else waiting up to INITIAL_SYNC_MAX_S."""
+        if await self.syncer.serve_local():
+            self._start(self.syncer.sync_once())
+            return
+        try:
+            await asyncio.wait_for(self.syncer.sync_once(), timeout=min(self.settings.http_timeout,
+                                                                         INITIAL_SYNC_MAX_S))
+        except TimeoutError:
+            self.holder.sync_failed("initial sync timed out")
 
     def _start(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -165,6 +184,7 @@ class PredictorApp:
             Route("/readyz", self.readyz, methods=["GET"]),
             Route("/", self.root, methods=["GET"]),
             Route("/metrics", self.metrics_endpoint, methods=["GET"]),
+            Route("/openapi.json", self.openapi_endpoint, methods=["GET"]),
         ]
 
 
@@ -176,8 +196,8 @@ def _log_crash(task: asyncio.Task[None]) -> None:
 def create_app(settings: PredictorSettings, source: BundleSource | None = None) -> Starlette:
     """Build the ASGI app; the sync loops run inside its lifespan."""
     state = PredictorApp(settings, source)
-    app = Starlette(routes=state.routes(), lifespan=state.lifespan,
-                    exception_handlers=dict(HANDLERS))  # type: ignore[arg-type]
+    app = Starlette(routes=state.routes(), lifespan=state.lifespan, exception_handlers=dict(HANDLERS),  # type: ignore[arg-type]
+                    middleware=access.middleware(settings, state.tokens, state.metrics.count_auth))
     app.state.predictor = state
     return app
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from predictor.ratelog import RateLimitedLog
 from predictor.serving import Serving, build_serving
 from shared.bundle import Bundle
 from shared.errors import BundleError
@@ -55,6 +56,8 @@ class ModelHolder:
         self.last_sync_error: str | None = None
         self.sync_failures_total = 0
         self.started_at = clock()
+        self._failure_log = RateLimitedLog(log)
+        self._failing_since: int | None = None  # sync_failures_total when the current outage began
 
     @property
     def serving(self) -> Serving | None:
@@ -89,13 +92,19 @@ class ModelHolder:
         with self._record:
             self.last_sync_ok = self._clock()
             self.last_sync_error = None
+            since, self._failing_since = self._failing_since, None
+        if since is not None:
+            log.info("bundle source reachable again after %d failed syncs", self.sync_failures_total - since)
+            self._failure_log.reset()
 
     def sync_failed(self, reason: str) -> None:
+        """Record a failed contact with the source; logged once per reason per minute (the first at once)."""
         with self._record:
             self.last_sync_error = reason
             self.sync_failures_total += 1
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("sync failed: %s", reason)
+            if self._failing_since is None:
+                self._failing_since = self.sync_failures_total - 1
+        self._failure_log("bundle sync failed: %s", reason)
 
     def seconds_since_sync(self) -> float:
         """Staleness: seconds since the last successful contact with the source (since start if never)."""

@@ -24,13 +24,15 @@ from predictor.serving import PredictionFailed, Serving
 from shared.columns import Bounds, to_columns
 from shared.errors import NotReady, RequestValidationFailed
 from shared.features import FEATURE_FIELDS, FieldKind
-from shared.jsonbody import list_field, parse_json
+from shared.jsonbody import DEFAULT_MAX_DEPTH, list_field, parse_json
 from shared.model import quantile_key
 from shared.timefmt import rfc3339
+from shared.unknown_fields import REQUEST_FIELDS, UnknownFields, merge
 
 log = logging.getLogger(__name__)
 
 ROWS_ROOT = ("body", "requests")
+TOP_LEVEL = frozenset({"requests"})
 NOT_READY = "Models not ready"
 BATCH_FAILED = "Internal error during batch prediction"
 SINGLE_FAILED = "Internal error during prediction"
@@ -139,13 +141,18 @@ def _echo(rows: Sequence[Any], cols: Mapping[str, np.ndarray], i: int) -> dict[s
 class HotPath:
     """The three predict endpoints as pure functions of (body, serving snapshot)."""
 
-    def __init__(self, bounds: Bounds, max_rows: int) -> None:
+    def __init__(self, bounds: Bounds, max_rows: int, unknown: UnknownFields | None = None,
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         self._bounds = bounds
         self._max_rows = max_rows
+        self._unknown = unknown or UnknownFields(lambda name, n: None, strict=False, where="predictor")
+        self._max_depth = max_depth
 
     def _columns(self, body: bytes) -> tuple[list[Any], dict[str, np.ndarray]]:
-        rows = list_field(parse_json(body), "requests", min_len=1, max_len=self._max_rows)
-        return rows, to_columns(rows, ROWS_ROOT, bounds=self._bounds)
+        payload = parse_json(body, self._max_depth)
+        rows = list_field(payload, "requests", min_len=1, max_len=self._max_rows)
+        extra = self._unknown.keys(payload, TOP_LEVEL, ("body",)) + self._unknown.rows(rows, REQUEST_FIELDS, ROWS_ROOT)
+        return rows, _validated(rows, ROWS_ROOT, self._bounds, extra)
 
     def strict(self, body: bytes, serving: Serving | None, quantiles: Quantiles = None) -> Answer:
         start = time.perf_counter()
@@ -178,13 +185,25 @@ class HotPath:
             "processing_time_ms": (time.perf_counter() - start) * 1e3}), n)
 
     def single(self, body: bytes, serving: Serving | None, quantiles: Quantiles = None) -> Answer:
-        payload = parse_json(body)
+        payload = parse_json(body, self._max_depth)
+        extra = self._unknown.keys(payload, REQUEST_FIELDS, ("body",))
         try:
-            cols = to_columns([payload], ("body",), bounds=self._bounds)
+            cols = _validated([payload], ("body",), self._bounds, extra)
         except RequestValidationFailed as exc:
             raise RequestValidationFailed([_unindex(e) for e in exc.errors]) from None
         live = _require(serving)
         return Answer(orjson.dumps(_objects(live, _predict(live, cols, SINGLE_FAILED, quantiles))[0]), 1)
+
+
+def _validated(rows: Any, root: Sequence[Any], bounds: Bounds, extra: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """``to_columns`` plus the unknown-field errors of strict mode (``extra``), in one 422."""
+    try:
+        cols = to_columns(rows, root, bounds=bounds)
+    except RequestValidationFailed as exc:
+        raise RequestValidationFailed(merge(exc.errors, extra)) from None
+    if extra:
+        raise RequestValidationFailed(merge([], extra))
+    return cols
 
 
 def _unindex(error: dict[str, Any]) -> dict[str, Any]:

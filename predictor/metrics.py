@@ -37,6 +37,10 @@ class PredictorMetrics:
                                "Unix time the live bundle was loaded (0: none)", registry=r)
         self.sync_age = Gauge("predictor_seconds_since_last_sync",
                               "Seconds since the bundle source last answered (staleness)", registry=r)
+        self.auth = Counter("predictor_auth_total", "Guarded requests by endpoint and outcome (ok, open: no token "
+                            "configured, missing: 401, invalid: 403)", ["endpoint", "outcome"], registry=r)
+        self.unknown_fields = Counter("predictor_unknown_fields_total", "Unknown request fields seen, per name "
+                                      "(first 100 names; then <other>)", ["field"], registry=r)
         self._latency_child = {e: self.latency.labels(e) for e in ENDPOINTS}
         self._rows_child = {e: self.rows.labels(e) for e in ENDPOINTS}
         self._request_child: dict[tuple[str, int], MetricWrapperBase] = {}
@@ -69,6 +73,12 @@ class PredictorMetrics:
         self._latency_child[endpoint].observe(seconds)
         if rows:
             self._rows_child[endpoint].inc(rows)
+
+    def count_auth(self, endpoint: str, outcome: str) -> None:
+        self.auth.labels(endpoint, outcome).inc()
+
+    def count_unknown(self, name: str, n: int) -> None:
+        self.unknown_fields.labels(name).inc(n)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

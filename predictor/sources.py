@@ -3,8 +3,14 @@
 A source answers two questions. ``poll(seen, wait_s)``: is something other than ``seen`` (an
 ETag, ``"v<version>"``) published? — cheap, and with ``wait_s`` it may wait for a change (HTTP
 long-poll, or re-reading ``CURRENT``). ``fetch(offer)``: the verified ``Bundle`` (every sha256,
-and the HMAC when a key is configured). ``SourceUnavailable`` means "could not ask" (trainer
-down: only staleness grows); ``BundleError`` means "asked, and the bundle is bad" (refused).
+the manifest's own sha256 — ``X-Manifest-SHA256`` / ``CURRENT`` — and the HMAC when a key is
+configured). ``SourceUnavailable`` means "could not ask" (trainer down: only staleness grows);
+``BundleError`` means "asked, and the bundle is bad" (refused).
+
+Both sources also keep bundles on local disk that the predictor can serve without asking anyone
+(``local_versions`` / ``read_local``): the pull source keeps every verified download in
+``LOCAL_MODEL_DIR`` (with its manifest sha256), the directory source *is* local. At start-up the
+newest valid one is served at once, so a restart while the trainer is down is ready in seconds.
 """
 
 from __future__ import annotations
@@ -21,15 +27,21 @@ from typing import Protocol
 import httpx
 
 from predictor.holder import version_tag
+from shared.auth import TokenSource
 from shared.bundle import (
+    MANIFEST_SHA,
     Bundle,
+    check_manifest_sha,
     current_version,
+    fallback_order,
     manifest_files,
     manifest_version,
     read_bundle,
+    read_version,
     sha256,
     verify_bundle,
     version_dir,
+    versions_on_disk,
 )
 from shared.errors import BundleError, LatencyError
 
@@ -37,6 +49,8 @@ log = logging.getLogger(__name__)
 
 RETRY_STATUSES = frozenset({502, 503, 504})
 RETRY_BACKOFF_S = 0.2
+MANIFEST_SHA_HEADER = "X-Manifest-SHA256"
+AUTH_HINT = {401: " (the trainer wants a token: set LATENCY_READ_TOKEN)", 403: " (LATENCY_READ_TOKEN is wrong)"}
 
 
 class SourceUnavailable(LatencyError):
@@ -52,20 +66,30 @@ class Offer:
     tag: str
     version: int | None
     manifest_bytes: bytes = b""
+    manifest_sha: str | None = None
+    """The sha256 the trainer announced for the manifest (``X-Manifest-SHA256``), checked before use."""
 
 
 class BundleSource(Protocol):
     location: str
+    local_is_published: bool
+    """True when the local bundles are the published ones (a refused local version is refused upstream too)."""
 
     async def poll(self, seen: str | None, wait_s: float = 0.0) -> Offer | None: ...
 
     async def fetch(self, offer: Offer) -> Bundle: ...
+
+    def local_versions(self) -> list[int]: ...
+
+    async def read_local(self, version: int) -> Bundle: ...
 
     async def aclose(self) -> None: ...
 
 
 class BundleDirSource:
     """Bundles written by the trainer into a shared volume (``shared.bundle`` layout)."""
+
+    local_is_published = True
 
     def __init__(self, root: Path, key: bytes | None, watch_interval_s: float = 0.25) -> None:
         self.root = root
@@ -88,7 +112,13 @@ class BundleDirSource:
 
     async def fetch(self, offer: Offer) -> Bundle:
         assert offer.version is not None
-        return await asyncio.to_thread(read_bundle, version_dir(self.root, offer.version), self._key)
+        return await self.read_local(offer.version)
+
+    def local_versions(self) -> list[int]:
+        return fallback_order(self.root)
+
+    async def read_local(self, version: int) -> Bundle:
+        return await asyncio.to_thread(read_version, self.root, version, self._key)
 
     async def aclose(self) -> None:
         return None
@@ -97,21 +127,28 @@ class BundleDirSource:
 class HttpPullSource:
     """The trainer's pull API (docs/internal-contracts.md): manifest with ETag/304/``wait_s``, then each file."""
 
+    local_is_published = False
+
     def __init__(self, base_url: str, local_dir: Path, key: bytes | None, *, timeout_s: float = 30.0,
-                 retries: int = 3, keep: int = 2) -> None:
+                 retries: int = 3, keep: int = 2, token: TokenSource | None = None) -> None:
         self.location = base_url.rstrip("/")
         self._local = local_dir
         self._key = key
         self._timeout = timeout_s
         self._retries = retries
         self._keep = keep
+        self._token = token
         self._client = httpx.AsyncClient(base_url=self.location, timeout=timeout_s)
+
+    def _headers(self, extra: dict[str, str] | None) -> dict[str, str]:
+        auth = self._token.header() if self._token is not None else {}
+        return {**auth, **(extra or {})}
 
     async def _get(self, path: str, *, headers: dict[str, str] | None = None,
                    params: dict[str, str] | None = None, timeout: float | None = None) -> httpx.Response:
         for attempt in range(self._retries + 1):
             try:
-                response = await self._client.get(path, headers=headers, params=params,
+                response = await self._client.get(path, headers=self._headers(headers), params=params,
                                                    timeout=timeout or self._timeout)
             except httpx.HTTPError as exc:
                 raise SourceUnavailable(f"GET {path}: {type(exc).__name__}: {exc}") from None
@@ -128,16 +165,18 @@ class HttpPullSource:
         if response.status_code == 304:
             return None
         if response.status_code != 200:
-            raise SourceUnavailable(f"GET /bundle/manifest: HTTP {response.status_code}")
+            code = response.status_code
+            raise SourceUnavailable(f"GET /bundle/manifest: HTTP {code}{AUTH_HINT.get(code, '')}")
         version = manifest_version(response.content)
         if version is not None:
             tag = version_tag(version)  # the pull API's ETag form; independent of weak/strong quoting
         else:
             tag = response.headers.get("etag") or f'"sha256:{sha256(response.content)}"'
 
-        return Offer(tag, version, response.content)
+        return Offer(tag, version, response.content, response.headers.get(MANIFEST_SHA_HEADER))
 
     async def fetch(self, offer: Offer) -> Bundle:
+        check_manifest_sha(offer.manifest_bytes, offer.manifest_sha, f"the {MANIFEST_SHA_HEADER} header")
         names = manifest_files(offer.manifest_bytes)
         if offer.version is None:
             raise BundleError("manifest has no integer version")
@@ -149,9 +188,11 @@ class HttpPullSource:
                 if response.status_code == 404:
                     raise BundleError(f"{name}: not served by the trainer (404)")
                 if response.status_code != 200:
-                    raise SourceUnavailable(f"GET {name}: HTTP {response.status_code}")
+                    code = response.status_code
+                    raise SourceUnavailable(f"GET {name}: HTTP {code}{AUTH_HINT.get(code, '')}")
                 (tmp / name).write_bytes(response.content)
             (tmp / "manifest.json").write_bytes(offer.manifest_bytes)
+            (tmp / MANIFEST_SHA).write_text(sha256(offer.manifest_bytes))
             bundle = await asyncio.to_thread(_verify_dir, tmp, offer.manifest_bytes, self._key)
             await asyncio.to_thread(self._keep_on_disk, tmp, offer.version)
         finally:
@@ -159,7 +200,7 @@ class HttpPullSource:
         return bundle
 
     def _keep_on_disk(self, tmp: Path, version: int) -> None:
-        """Best effort: keep the verified copy as ``vNNNNNN`` for operators (serving never reads it)."""
+        """Best effort: keep the verified copy as ``vNNNNNN`` (served at start-up when the trainer is away)."""
         target = version_dir(self._local, version)
         try:
             shutil.rmtree(target, ignore_errors=True)
@@ -167,9 +208,14 @@ class HttpPullSource:
         except OSError as exc:
             log.warning("could not keep bundle v%d in %s: %s", version, self._local, exc)
             return
-        kept = sorted(p for p in self._local.glob("v[0-9]*") if p.is_dir())
-        for old in kept[:-self._keep]:
-            shutil.rmtree(old, ignore_errors=True)
+        for old in versions_on_disk(self._local)[self._keep:]:
+            shutil.rmtree(version_dir(self._local, old), ignore_errors=True)
+
+    def local_versions(self) -> list[int]:
+        return versions_on_disk(self._local)
+
+    async def read_local(self, version: int) -> Bundle:
+        return await asyncio.to_thread(read_bundle, version_dir(self._local, version), self._key)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -4,6 +4,8 @@ Every path goes through ``Syncer.sync_once``: ask the source whether something n
 published (outside any lock), then — one at a time — fetch + verify it, build the new
 ``Serving`` in a worker thread and swap. A source that cannot be reached only moves the
 staleness gauge; a bad bundle is refused once (its tag is remembered) and the old model stays.
+``serve_local`` (start-up) installs the newest bundle the source keeps on local disk that verifies
+and loads — trying older ones when the newest is refused — without asking the trainer.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from predictor.holder import ModelHolder
+from predictor.holder import ModelHolder, version_tag
 from predictor.metrics import PredictorMetrics
 from predictor.sources import BundleSource, Offer, SourceUnavailable
 from shared.errors import BundleError
@@ -67,6 +69,27 @@ class Syncer:
             self._seen = offer.tag
             self.metrics.swaps.inc()
             return SyncResult(True, True, True)
+
+    async def serve_local(self) -> bool:
+        """Install the newest valid locally kept bundle (no network); True when one is now serving."""
+        async with self._lock:
+            for i, version in enumerate(self.source.local_versions()):
+                tag = version_tag(version)
+                if i == 0 and self.source.local_is_published:
+                    self._seen = tag  # refused here = refused upstream: the poll need not offer it again
+                try:
+                    bundle = await self.source.read_local(version)
+                    await asyncio.to_thread(self.holder.install, bundle, f"{self.source.location} (local copy)")
+                except BundleError as exc:
+                    self.holder.refuse(tag, version, exc.message, f"{self.source.location} (local copy)")
+                    self.metrics.refused.inc()
+                    continue
+                except OSError as exc:
+                    log.warning("local bundle v%d unreadable: %s", version, exc)
+                    continue
+                self.metrics.swaps.inc()
+                return True
+        return False
 
     def _unreachable(self, exc: Exception) -> SyncResult:
         reason = exc.message if isinstance(exc, SourceUnavailable) else f"{type(exc).__name__}: {exc}"

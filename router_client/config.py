@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from router_client.errors import RouterConfigError
 
@@ -144,6 +144,18 @@ class ReporterConfig(BaseModel):
     timeout_s: float = Field(default=5.0, description="HTTP timeout of a flush.", gt=0)
     error_window: int = Field(
         default=1000, description="Recent (prediction, actual) pairs per pool for live error.", ge=1)
+    trainer_token: SecretStr | None = Field(
+        default=None, description="Bearer token sent to every pool's trainer (its LATENCY_WRITE_TOKEN). Prefer "
+        "trainer_token_file.", min_length=1)
+    trainer_token_file: str | None = Field(
+        default=None, description="File holding that token (e.g. a mounted Kubernetes Secret), re-read when it "
+        "changes; while it is missing no token is sent.", min_length=1)
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> ReporterConfig:
+        if self.trainer_token is not None and self.trainer_token_file is not None:
+            raise ValueError("set reporter.trainer_token or reporter.trainer_token_file, not both")
+        return self
 
 
 class RouterConfig(BaseModel):

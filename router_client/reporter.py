@@ -6,12 +6,18 @@ two tokens were generated. Features are those snapshotted at dispatch with
 ``num_tokens_generated`` = 0 and ``decode_tokens_in_flight`` = 0. The buffer is bounded and
 drops the oldest rows (counted) while the trainer is away; a batch the trainer rejects with 422
 is dropped (counted), any other failure puts it back for the next flush.
+
+Every batch carries an ``Idempotency-Key``. When its outcome is unknown (timeout, connection lost
+after sending) the same batch is resent with the same key, so the trainer stores it once; a batch
+that certainly was not stored (no connection, or an error status) is merged back into the buffer.
+With ``trainer_token`` / ``trainer_token_file`` set, batches carry ``Authorization: Bearer``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
@@ -22,9 +28,12 @@ import orjson
 from router_client.background import BackgroundLoop
 from router_client.config import ReporterConfig
 from router_client.live_metrics import RouterMetrics
+from shared.auth import TokenSource
 
 log = logging.getLogger(__name__)
 Row = dict[str, Any]
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+"""Failures where the request certainly never reached the trainer (anything else: outcome unknown)."""
 
 
 def training_row(features: Mapping[str, Any], ttft_ms: float, tpot_ms: float,
@@ -48,6 +57,9 @@ class SampleReporter:
         self._cfg = cfg
         self._metrics = metrics
         self._buffers: dict[str, deque[Row]] = {pool: deque() for pool in self._urls}
+        self._unacked: dict[str, tuple[str, list[Row]]] = {}  # pool → (Idempotency-Key, batch) to resend as is
+        self._token = TokenSource.of(cfg.trainer_token, cfg.trainer_token_file, "reporter.trainer_token",
+                                     required=False)
         self._loop = BackgroundLoop("router-reporter", self.flush, cfg.flush_interval_s, step_first=False)
         self.dropped = 0
 
@@ -56,16 +68,19 @@ class SampleReporter:
         if buf is None:
             self._metrics.sample(pool, "no_trainer")
             return
-        if len(buf) >= self._cfg.max_buffer_rows:
-            buf.popleft()
+        if self.buffered(pool) >= self._cfg.max_buffer_rows:
             self.dropped += 1
             self._metrics.sample(pool, "dropped_buffer_full")
+            if not buf:  # only the unacknowledged batch is held: it stays intact, the new row goes
+                return
+            buf.popleft()
         buf.append(row)
         self._metrics.sample(pool, "queued")
 
     def buffered(self, pool: str) -> int:
         buf = self._buffers.get(pool)
-        return len(buf) if buf is not None else 0
+        unacked = self._unacked.get(pool)
+        return (len(buf) if buf is not None else 0) + (len(unacked[1]) if unacked else 0)
 
     def start(self) -> None:
         self._loop.start()
@@ -75,18 +90,30 @@ class SampleReporter:
         await self.flush()
 
     async def flush(self) -> None:
-        """Send each pool's oldest rows (up to ``max_flush_rows``) to its trainer."""
-        await asyncio.gather(*(self._flush_pool(pool) for pool, buf in self._buffers.items() if buf))
+        """Send each pool's unacknowledged batch, else its oldest rows (up to ``max_flush_rows``), to its trainer."""
+        await asyncio.gather(*(self._flush_pool(pool) for pool in self._buffers if self.buffered(pool)))
+
+    def _next_batch(self, pool: str) -> tuple[str, list[Row]]:
+        unacked = self._unacked.pop(pool, None)
+        if unacked is not None:
+            return unacked
+        buf = self._buffers[pool]
+        return uuid.uuid4().hex, [buf.popleft() for _ in range(min(len(buf), self._cfg.max_flush_rows))]
 
     async def _flush_pool(self, pool: str) -> None:
-        buf = self._buffers[pool]
-        batch = [buf.popleft() for _ in range(min(len(buf), self._cfg.max_flush_rows))]
+        key, batch = self._next_batch(pool)
+        headers = {"content-type": "application/json", "idempotency-key": key, **self._token.header()}
         try:
-            resp = await self._http.post(self._urls[pool], content=orjson.dumps({"entries": batch}),
-                                         headers={"content-type": "application/json"}, timeout=self._cfg.timeout_s)
-        except httpx.HTTPError as exc:
+            resp = await self._http.post(self._urls[pool], content=orjson.dumps({"entries": batch}), headers=headers,
+                                         timeout=self._cfg.timeout_s)
+        except NOT_SENT as exc:
             log.warning("pool %s: trainer flush failed (%r); %d rows kept", pool, exc, len(batch))
             self._requeue(pool, batch)
+            return
+        except httpx.HTTPError as exc:
+            log.warning("pool %s: trainer flush outcome unknown (%r); %d rows resent with the same Idempotency-Key",
+                        pool, exc, len(batch))
+            self._unacked[pool] = (key, batch)
             return
         if resp.status_code == 202:
             self._metrics.sample(pool, "sent", len(batch))

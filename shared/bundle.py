@@ -3,13 +3,18 @@
 Layout on disk (``root`` is the trainer's bundle directory or a shared volume)::
 
     root/v000017/manifest.json   version, created_at, feature spec, per-model entry, sha256 per file
+    root/v000017/manifest.sha256 sha256 of manifest.json (hex): an in-place edit of the manifest is refused
     root/v000017/ttft.ubj        XGBoost UBJSON (or .json)
     root/v000017/tpot.ubj
-    root/CURRENT                 "17" — the live version, replaced atomically
+    root/CURRENT                 "17 <manifest sha256>" — the live version, replaced atomically
+                                 (a plain "17", as older builds wrote, is still read)
 
 ``write_bundle`` writes into a temp dir, fsyncs, then renames it into place and only then
 moves ``CURRENT``. ``verify_bundle`` checks every listed hash (and the HMAC when a key is
-given) before anything is returned; a reader never sees a half-written bundle.
+given) before anything is returned; a reader never sees a half-written bundle. Without an HMAC
+key the manifest itself is protected by its recorded sha256 (``CURRENT`` and the sidecar), and
+``shared.model`` bounds-checks its calibration. ``fallback_order`` lists the versions a reader
+tries when the live one fails: ``CURRENT`` first, then the others newest first.
 
 This module is the one owner of the artifact format: ``encode_model`` turns a fitted booster
 into its file bytes and manifest entry, ``assemble`` builds (and signs) a manifest around a set
@@ -22,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +44,9 @@ from shared.features import FEATURE_SPEC_VERSION
 BUNDLE_FORMAT = "latency-bundle"
 BUNDLE_FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+MANIFEST_SHA = "manifest.sha256"
 CURRENT = "CURRENT"
+VERSION_DIR = re.compile(r"^v(\d{6,})$")
 ALLOWED_SUFFIXES = (".ubj", ".json")
 MODEL_SUFFIX = ".ubj"
 ModelFiles = Mapping[str, tuple[Mapping[str, bytes], Mapping[str, Any]]]
@@ -163,25 +171,50 @@ def write_bundle(root: Path, manifest: Mapping[str, Any], files: Mapping[str, by
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     for name, data in files.items():
         _fsync_write(tmp / name, data)
-    _fsync_write(tmp / MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+    manifest_bytes = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+    _fsync_write(tmp / MANIFEST, manifest_bytes)
+    _fsync_write(tmp / MANIFEST_SHA, sha256(manifest_bytes).encode())
     fsync_dir(tmp)
     os.rename(tmp, target)
-    set_current(root, int(manifest["version"]))
+    set_current(root, int(manifest["version"]), sha256(manifest_bytes))
     return target
 
 
-def set_current(root: Path, version: int) -> None:
+def set_current(root: Path, version: int, manifest_sha: str | None = None) -> None:
     tmp = root / f".{CURRENT}.tmp"
-    _fsync_write(tmp, str(version).encode())
+    _fsync_write(tmp, f"{version} {manifest_sha}".encode() if manifest_sha else str(version).encode())
     os.replace(tmp, root / CURRENT)
     fsync_dir(root)
 
 
-def current_version(root: Path) -> int | None:
+def current_pointer(root: Path) -> tuple[int, str | None] | None:
+    """(version, manifest sha256 or None for the old plain form) from ``CURRENT``; None when absent/garbled."""
     try:
-        return int((root / CURRENT).read_text().strip())
-    except (FileNotFoundError, ValueError):
+        parts = (root / CURRENT).read_text().split()
+        return (int(parts[0]), parts[1] if len(parts) > 1 else None) if 0 < len(parts) <= 2 else None
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
         return None
+
+
+def current_version(root: Path) -> int | None:
+    pointer = current_pointer(root)
+    return None if pointer is None else pointer[0]
+
+
+def versions_on_disk(root: Path) -> list[int]:
+    """Every ``vNNNNNN`` directory under ``root``, newest first."""
+    try:
+        found = (VERSION_DIR.match(p.name) for p in root.iterdir() if p.is_dir())
+        return sorted((int(m.group(1)) for m in found if m), reverse=True)
+    except FileNotFoundError:
+        return []
+
+
+def fallback_order(root: Path) -> list[int]:
+    """Versions to try when loading from ``root``: the live one (``CURRENT``) first, then the rest newest first."""
+    live = current_version(root)
+    others = [v for v in versions_on_disk(root) if v != live]
+    return others if live is None else [live, *others]
 
 
 def _check_header(manifest: Any) -> None:
@@ -256,15 +289,32 @@ def verify_bundle(manifest_bytes: bytes, read_file: Callable[[str], bytes], key:
     return Bundle(MappingProxyType(manifest), MappingProxyType(files), manifest_bytes)
 
 
-def read_bundle(path: Path, key: bytes | None) -> Bundle:
-    """Read and verify the bundle in directory ``path``."""
+def check_manifest_sha(manifest_bytes: bytes, expected: str | None, where: str) -> None:
+    if expected is not None and not hmac.compare_digest(sha256(manifest_bytes), expected.strip().lower()):
+        raise BundleError(f"manifest.json sha256 differs from the one recorded in {where} (edited in place?)")
+
+
+def read_bundle(path: Path, key: bytes | None, manifest_sha: str | None = None) -> Bundle:
+    """Read and verify the bundle in directory ``path``. The manifest must hash to ``manifest_sha`` (from
+    ``CURRENT``) and to the sidecar ``manifest.sha256`` when either is known."""
     try:
         manifest_bytes = (path / MANIFEST).read_bytes()
+        check_manifest_sha(manifest_bytes, manifest_sha, CURRENT)
+        sidecar = path / MANIFEST_SHA
+        if sidecar.is_file():
+            check_manifest_sha(manifest_bytes, sidecar.read_text(errors="replace"), f"{path.name}/{MANIFEST_SHA}")
         return verify_bundle(manifest_bytes, lambda name: (path / name).read_bytes(), key)
     except FileNotFoundError as exc:
         raise BundleError(f"bundle file missing: {exc.filename}") from None
 
 
+def read_version(root: Path, version: int, key: bytes | None) -> Bundle:
+    """Version ``version`` of ``root``, checked against ``CURRENT``'s manifest sha256 when it is the live one."""
+    pointer = current_pointer(root)
+    expected = pointer[1] if pointer is not None and pointer[0] == version else None
+    return read_bundle(version_dir(root, version), key, expected)
+
+
 def read_current(root: Path, key: bytes | None) -> Bundle | None:
     version = current_version(root)
-    return None if version is None else read_bundle(version_dir(root, version), key)
+    return None if version is None else read_version(root, version, key)

@@ -120,7 +120,7 @@ def _pod_types(rows: Sequence[Any], root: list[Any]) -> tuple[np.ndarray, list[d
     return codes, errors
 
 
-def _upper_bound(field: RawField, bounds: Bounds) -> float:
+def upper_bound(field: RawField, bounds: Bounds) -> float:
     if field.upper is not None:
         return field.upper
     if field.name.startswith("actual_"):
@@ -170,7 +170,7 @@ def _fast_columns(rows: list[dict], fields: tuple[RawField, ...], limits: Bounds
     except (KeyError, TypeError, ValueError, OverflowError):
         return None
     matrix = matrix.reshape(len(rows), len(numeric))
-    uppers = np.array([_upper_bound(f, limits) for f in numeric])
+    uppers = np.array([upper_bound(f, limits) for f in numeric])
     ints = np.array([f.kind is FieldKind.INT for f in numeric])
     with np.errstate(invalid="ignore"):
         ok = bool(np.isfinite(matrix).all() and (matrix >= 0).all() and (matrix <= uppers).all())
@@ -194,7 +194,7 @@ def _checked_columns(rows: list[dict], fields: tuple[RawField, ...], limits: Bou
             cols[field.name], problems = _pod_types(rows, base)
         else:
             cols[field.name], problems = _field_values(rows, field, base)
-            problems += _range_errors(cols[field.name], field, _upper_bound(field, limits), base, rows)
+            problems += _range_errors(cols[field.name], field, upper_bound(field, limits), base, rows)
         errors += problems
     if errors:
         raise RequestValidationFailed(_sorted(errors)[:max_errors])

@@ -47,7 +47,21 @@ class NotFound(LatencyError):
 
 
 class Unauthorized(LatencyError):
+    """No credentials where a bearer token is required (answered with ``WWW-Authenticate: Bearer``)."""
+
     status = 401
+
+
+class Forbidden(LatencyError):
+    """Credentials given, but not the configured token."""
+
+    status = 403
+
+
+class PayloadTooLarge(LatencyError):
+    """The request body exceeds the byte limit of its endpoint (checked before it is read or parsed)."""
+
+    status = 413
 
 
 class BundleError(LatencyError):

@@ -4,7 +4,8 @@ and the one response encoder (``dumps``).
 orjson rejects NaN / Infinity literals and overflowing exponents outright. So that a 422 can
 name the offending *field* (not just "invalid JSON"), a body orjson refuses is re-read by the
 standard library parser, which maps those literals to non-finite floats that validation then
-reports per field. Only truly malformed JSON is answered with ``json_invalid``.
+reports per field. Only truly malformed JSON is answered with ``json_invalid``. Nesting deeper than
+the configured limit is ``json_too_deep`` (``shared.jsondepth``), never a RecursionError.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ from typing import Any
 import orjson
 
 from shared.errors import RequestValidationFailed
+from shared.jsondepth import ORJSON_MAX_DEPTH, check_depth, too_deep
+
+DEFAULT_MAX_DEPTH = 32
+ECHO_MAX_DEPTH = 64
+"""Values nested deeper are echoed (in a 422's ``input``) as a placeholder string."""
 
 
 def _json_invalid(exc: json.JSONDecodeError) -> RequestValidationFailed:
@@ -36,27 +42,38 @@ def dumps(value: Any) -> bytes:
         return orjson.dumps(_encodable(value), default=str)
 
 
-def _encodable(value: Any) -> Any:
+def _encodable(value: Any, depth: int = 0) -> Any:
+    if isinstance(value, (dict, list, tuple)) and depth >= ECHO_MAX_DEPTH:
+        return "<nested too deep>"
     if isinstance(value, dict):
-        return {str(k): _encodable(v) for k, v in value.items()}
+        return {str(k): _encodable(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_encodable(v) for v in value]
+        return [_encodable(v, depth + 1) for v in value]
     if isinstance(value, int) and not isinstance(value, bool) and not INT_RANGE[0] <= value < INT_RANGE[1]:
         return str(value)
     return value
 
 
-def parse_json(body: bytes) -> Any:
-    """Parse a request body, or raise 422 (``missing`` for an empty body)."""
+def parse_json(body: bytes, max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+    """Parse a request body, or raise 422 (``missing`` for an empty body, ``json_too_deep`` past ``max_depth``)."""
     if not body.strip():
         raise RequestValidationFailed([{"type": "missing", "loc": ["body"], "msg": "Field required",
                                         "input": None}])
     try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        pass
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):
+            raise too_deep(min(max_depth, ORJSON_MAX_DEPTH)) from None
+        value = _stdlib_loads(body, max_depth)
+    check_depth(value, body, max_depth)
+    return value
+
+
+def _stdlib_loads(body: bytes, max_depth: int) -> Any:
     try:
         return json.loads(body)
+    except RecursionError:
+        raise too_deep(max_depth) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         if isinstance(exc, UnicodeDecodeError):
             exc = json.JSONDecodeError("invalid utf-8", "", exc.start)

@@ -26,7 +26,7 @@ from shared.errors import BundleError
 from shared.features import MODEL_NAMES, FeatureSpec, smoke_columns
 
 TRANSFORMS = ("identity", "log1p")
-SCALE_LIMITS = (0.25, 4.0)
+SCALE_BOUNDS = (0.25, 4.0)
 """Calibration scales a trainer may publish (its conformal clamp); anything else is refused at load."""
 
 
@@ -132,8 +132,8 @@ def _calibration(entry: Mapping[str, Any], quantiles: Sequence[float]) -> tuple[
     for q in quantiles:
         cal = per[quantile_key(q)]
         scale = _number(cal.get("scale", 1.0), f"calibration scale of {quantile_key(q)}")
-        if not SCALE_LIMITS[0] <= scale <= SCALE_LIMITS[1]:
-            raise BundleError(f"calibration scale {scale} of {quantile_key(q)} outside {list(SCALE_LIMITS)}")
+        if not SCALE_BOUNDS[0] <= scale <= SCALE_BOUNDS[1]:
+            raise BundleError(f"calibration scale {scale} of {quantile_key(q)} outside {list(SCALE_BOUNDS)}")
         scales.append(scale)
         offsets.append(_number(cal.get("offset", 0.0), f"calibration offset of {quantile_key(q)}"))
     return np.array(scales), np.array(offsets)

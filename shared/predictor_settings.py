@@ -19,6 +19,9 @@ class PredictorSettings(CommonSettings):
     http_timeout: float = env("HTTP_TIMEOUT", 30.0, "Bundle pull timeout (s).", gt=0)
     download_retries: int = env("DOWNLOAD_RETRIES", 3, "Retries on 502/503/504.", ge=0)
     max_bulk_rows: int = env("LATENCY_MAX_BULK_ROWS", 10_000, "Largest bulk call accepted.", ge=1)
+    max_bulk_bytes: int = env(
+        "PREDICT_MAX_BULK_BYTES", 16 << 20, "Largest /predict/bulk(/strict) body (bytes); 413 above it, before "
+        "anything is read. 10,000 rows take ~3 MB.", ge=1 << 16)
     long_poll: Flag = env(
         "PREDICT_LONG_POLL", True, "Also hold a long-poll (`wait_s`) on the trainer's manifest (or watch CURRENT "
         "of the bundle dir) so a new bundle is served within ~1 s instead of at the next periodic sync.")

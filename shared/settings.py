@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, field_validator
+from pydantic import AliasChoices, BeforeValidator, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.columns import Bounds
@@ -52,6 +52,37 @@ class CommonSettings(BaseSettings):
     max_tokens: float = env("LATENCY_MAX_TOKENS", 1e7, "Largest plausible token count in a row.", gt=0)
     max_latency_ms: float = env("LATENCY_MAX_LATENCY_MS", 3.6e6, "Largest plausible latency (ms).", gt=0)
     log_level: str = env("LATENCY_LOG_LEVEL", "INFO", "Python logging level.")
+    write_token: SecretStr | None = env(
+        "LATENCY_WRITE_TOKEN", None, "Bearer token every state-changing endpoint requires (trainer: ingest incl. "
+        "?partial=true, /flush; predictor: /reload): 401 without it, 403 with another. Unset (and no file): writes "
+        "are open as upstream, with one warning at start-up.")
+    write_token_file: str | None = env(
+        "LATENCY_WRITE_TOKEN_FILE", None, "File holding the write token (e.g. a mounted Kubernetes Secret; "
+        "surrounding whitespace ignored), re-read when it changes. Not together with LATENCY_WRITE_TOKEN.")
+    read_token: SecretStr | None = env(
+        "LATENCY_READ_TOKEN", None, "Bearer token for model downloads (trainer: /model/*, /bundle/*; the write token "
+        "is accepted too); the predictor sends it when pulling. Unset: downloads are open.")
+    read_token_file: str | None = env(
+        "LATENCY_READ_TOKEN_FILE", None, "File holding the read token, re-read when it changes. Not together with "
+        "LATENCY_READ_TOKEN.")
+    max_body_bytes: int = env(
+        "LATENCY_MAX_BODY_BYTES", 1 << 20, "Largest request body (bytes) of a POST endpoint without a limit of its own "
+        "(Content-Length checked before reading, a chunked body cut off at the limit): 413 naming the limit.",
+        ge=1024)
+    max_json_depth: int = env(
+        "LATENCY_MAX_JSON_DEPTH", 32, "Deepest JSON nesting accepted in a request body (valid bodies need 3); deeper: "
+        "422 naming the limit.", ge=4, le=1000)
+    strict_fields: Flag = env(
+        "LATENCY_STRICT_FIELDS", False, "Reject unknown request fields with 422 naming the field. Default: accepted "
+        "(llm-d compatibility), counted per name in a metric and logged once per name.")
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> CommonSettings:
+        for kind in ("write", "read"):
+            if getattr(self, f"{kind}_token") is not None and getattr(self, f"{kind}_token_file"):
+                name = f"LATENCY_{kind.upper()}_TOKEN"
+                raise ValueError(f"set {name} or {name}_FILE, not both")
+        return self
 
     @field_validator("model_type", mode="before")
     @classmethod

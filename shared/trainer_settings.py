@@ -106,5 +106,12 @@ class TrainerSettings(CommonSettings):
     drift_band_high: float = env("LATENCY_DRIFT_BAND_HIGH", 0.97, "... or above this ...", gt=0, le=1)
     drift_hold_sec: float = env("LATENCY_DRIFT_HOLD_SEC", 60.0, "... for this long raises the alarm "
                                 "(trainer_drift_alarm, one log line).", ge=0)
-    write_token: str | None = env("LATENCY_WRITE_TOKEN", None,
-                                  "If set, POST /flush requires 'Authorization: Bearer <token>'.")
+    max_ingest_bytes: int = env(
+        "LATENCY_MAX_INGEST_BYTES", 40 << 20, "Largest /add_training_data_bulk body (bytes); 413 above it, before "
+        "anything is read (a chunked body is cut off there, so memory grows by at most this). 100,000 router rows "
+        "take ~35 MB.", ge=1 << 20)
+    idempotency_keys: int = env(
+        "LATENCY_IDEMPOTENCY_KEYS", 10_000, "Idempotency-Key values of stored ingest batches remembered (newest "
+        "first); a retry within the window is acknowledged again without storing. 0 disables.", ge=0)
+    idempotency_ttl_sec: float = env(
+        "LATENCY_IDEMPOTENCY_TTL_SEC", 86_400.0, "How long an ingest Idempotency-Key is remembered (s).", gt=0)

@@ -9,8 +9,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from shared.auth import Tokens, warn_if_open
 from shared.trainer_settings import TrainerSettings
-from trainer import http_errors
+from trainer import access, http_errors, openapi
 from trainer.pull import build_pull_router
 from trainer.routes import build_router
 from trainer.service import TrainerService
@@ -18,10 +19,12 @@ from trainer.service import TrainerService
 
 def create_app(settings: TrainerSettings, run_loop: bool = True) -> FastAPI:
     """Build the app; the lifespan replays the log, bootstraps a bundle and starts the retrain loop."""
+    tokens = Tokens.from_settings(settings)
     service = TrainerService(settings)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        warn_if_open(tokens, access.ACCESS, "trainer", settings.host, settings.port)
         service.live.bind_loop(asyncio.get_running_loop())
         await run_in_threadpool(service.start, run_loop)
         try:
@@ -32,6 +35,8 @@ def create_app(settings: TrainerSettings, run_loop: bool = True) -> FastAPI:
     app = FastAPI(title="latency-trainer", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
     http_errors.install(app)
+    access.install(app, settings, tokens, service.metrics)
     app.include_router(build_router(service))
     app.include_router(build_pull_router(service))
+    openapi.install(app, settings)
     return app

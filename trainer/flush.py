@@ -1,15 +1,16 @@
-"""``POST /flush`` (contract §4): body model, optional bearer guard, response shape."""
+"""``POST /flush`` (contract §4): body model and response shape (the write token is checked by
+``trainer.access``, before the route)."""
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from shared.errors import RequestValidationFailed, StorageError, Unauthorized
+from shared.errors import RequestValidationFailed, StorageError
 from shared.jsonbody import parse_json
 from shared.timefmt import rfc3339
+from shared.unknown_fields import UnknownFields, merge
 from trainer.service import TrainerService
 
 
@@ -20,23 +21,22 @@ class FlushRequest(BaseModel):
     reason: str | None = None
 
 
-def check_token(expected: str | None, authorization: str | None) -> None:
-    """With LATENCY_WRITE_TOKEN set, require ``Authorization: Bearer <token>``."""
-    if expected is None:
-        return
-    scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected.encode()):
-        raise Unauthorized("Missing or invalid bearer token")
+FIELDS = frozenset(FlushRequest.model_fields)
 
 
-def parse_request(body: bytes) -> FlushRequest:
+def parse_request(body: bytes, max_depth: int, unknown: UnknownFields) -> FlushRequest:
     if not body.strip():
         return FlushRequest()
+    payload = parse_json(body, max_depth)
+    extra = unknown.keys(payload, FIELDS, ["body"])
     try:
-        return FlushRequest.model_validate(parse_json(body))
+        request = FlushRequest.model_validate(payload)
     except ValidationError as exc:
-        raise RequestValidationFailed([{**{k: v for k, v in e.items() if k not in ("url", "loc")},
-                                        "loc": ["body", *e["loc"]]} for e in exc.errors()]) from None
+        raise RequestValidationFailed(merge([{**{k: v for k, v in e.items() if k not in ("url", "loc")},
+                                              "loc": ["body", *e["loc"]]} for e in exc.errors()], extra)) from None
+    if extra:
+        raise RequestValidationFailed(extra)
+    return request
 
 
 def flush(service: TrainerService, request: FlushRequest) -> dict[str, Any]:

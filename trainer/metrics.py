@@ -50,9 +50,19 @@ class TrainerMetrics:
                                   "window).", ["model"], registry=r)
         self.drift_alarm = Gauge("trainer_drift_alarm", "1 while prequential coverage has been outside the band for "
                                  "LATENCY_DRIFT_HOLD_SEC.", ["model"], registry=r)
+        self.auth = Counter("trainer_auth", "Guarded requests by endpoint and outcome (ok, open: no token "
+                            "configured, missing: 401, invalid: 403).", ["endpoint", "outcome"], registry=r)
+        self.unknown_fields = Counter("trainer_unknown_fields", "Unknown request fields seen, per name (first 100 "
+                                      "names; then <other>).", ["field"], registry=r)
         self.score = {k: Gauge(f"trainer_model_{k}", f"Holdout {k} of the last fitted model.", ["model"],
                                registry=r) for k in ("coverage", "mae", "rmse", "pinball")}
         self.history: dict[str, deque[Scores]] = {name: deque(maxlen=HISTORY) for name in MODEL_NAMES}
+
+    def count_auth(self, endpoint: str, outcome: str) -> None:
+        self.auth.labels(endpoint=endpoint, outcome=outcome).inc()
+
+    def count_unknown(self, name: str, n: int) -> None:
+        self.unknown_fields.labels(field=name).inc(n)
 
     def count_rejected(self, reasons_per_row: Iterable[set[str]]) -> None:
         for reasons in reasons_per_row:

@@ -11,6 +11,7 @@ from shared.errors import RequestValidationFailed
 from shared.features import MODEL_NAMES
 from shared.jsonbody import parse_json
 from shared.timefmt import rfc3339
+from shared.unknown_fields import REQUEST_FIELDS, merge
 from trainer.service import TrainerService
 from trainer.views import require_live
 
@@ -28,7 +29,14 @@ def _single_row(payload: Any) -> dict[str, np.ndarray]:
 
 
 def predict(service: TrainerService, body: bytes) -> dict[str, Any]:
-    cols = _single_row(parse_json(body))
+    payload = parse_json(body, service.settings.max_json_depth)
+    extra = service.unknown.keys(payload, REQUEST_FIELDS, ["body"])
+    try:
+        cols = _single_row(payload)
+    except RequestValidationFailed as exc:
+        raise RequestValidationFailed(merge(exc.errors, extra)) from None
+    if extra:
+        raise RequestValidationFailed(extra)
     loaded = require_live(service)
     s = service.settings
     out: dict[str, Any] = {}

@@ -1,7 +1,8 @@
 """The trainer ⇄ predictor pull API (docs/internal-contracts.md).
 
 * ``GET /bundle/manifest`` → the live manifest.json bytes, ``ETag: "v<version>"``,
-  ``X-Bundle-Version``; ``If-None-Match`` equal to the live ETag → 304. With ``wait_s`` (≤ 30)
+  ``X-Bundle-Version``, ``X-Manifest-SHA256`` (hex sha256 of the body; the predictor checks it);
+  ``If-None-Match`` equal to the live ETag → 304. With ``wait_s`` (≤ 30)
   and a matching ``If-None-Match`` the request is held until a new version is published
   (→ 200) or the wait ends (→ 304): the cheap notify path.
 * ``GET /bundle/v/{version}/{filename}`` → the file of any version still on disk, else 404.
@@ -12,11 +13,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from shared.bundle import sha256
 from shared.errors import NotFound
 from trainer.service import TrainerService
 from trainer.views import require_live
 
 MAX_WAIT_S = 30.0
+MANIFEST_SHA_HEADER = "X-Manifest-SHA256"
 
 
 def etag(version: int) -> str:
@@ -45,7 +48,9 @@ def build_pull_router(service: TrainerService) -> APIRouter:
                    "Cache-Control": "no-cache"}
         if _matches(if_none_match, loaded.version):
             return Response(status_code=304, headers=headers)
-        return Response(loaded.bundle.manifest_bytes, media_type="application/json", headers=headers)
+        manifest = loaded.bundle.manifest_bytes
+        headers[MANIFEST_SHA_HEADER] = sha256(manifest)
+        return Response(manifest, media_type="application/json", headers=headers)
 
     @router.get("/bundle/v/{version}/{filename}")
     def bundle_file(version: int, filename: str) -> Response:

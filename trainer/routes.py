@@ -12,9 +12,11 @@ from shared.errors import NotFound
 from shared.features import MODEL_NAMES
 from trainer import export, flush, metrics_view, predict, views
 from trainer.http_errors import JSONBytesResponse
+from trainer.idempotency import HEADER, check_key
 from trainer.service import TrainerService
 from trainer.xgb_dump import TreeDumps
 
+REPLAYED = "Idempotent-Replayed"
 
 def build_router(service: TrainerService) -> APIRouter:
     router = APIRouter(default_response_class=JSONBytesResponse)
@@ -22,13 +24,14 @@ def build_router(service: TrainerService) -> APIRouter:
 
     @router.post("/add_training_data_bulk", status_code=202)
     async def add_training_data_bulk(request: Request, partial: bool = False) -> Response:
+        key = check_key(request.headers.get(HEADER))
         body = await request.body()
         source = request.client.host if request.client else "unknown"
-        result = await run_in_threadpool(service.ingestor.ingest, body, partial, source)
+        result = await run_in_threadpool(service.ingestor.ingest, body, partial, key, source)
         content: dict[str, Any] = {"message": result.message}
         if partial:
             content.update(accepted=result.accepted, rejected=result.rejected)
-        return JSONBytesResponse(content, status_code=202)
+        return JSONBytesResponse(content, status_code=202, headers={REPLAYED: "true"} if result.replayed else None)
 
     @router.get("/healthz")
     def healthz() -> Any:
@@ -74,8 +77,7 @@ def build_router(service: TrainerService) -> APIRouter:
 
     @router.post("/flush")
     async def flush_data(request: Request) -> Any:
-        flush.check_token(service.settings.write_token, request.headers.get("authorization"))
-        parsed = flush.parse_request(await request.body())
+        parsed = flush.parse_request(await request.body(), service.settings.max_json_depth, service.unknown)
         return await run_in_threadpool(flush.flush, service, parsed)
 
     @router.get("/data/status")

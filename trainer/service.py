@@ -10,13 +10,15 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from shared.bundle import read_bundle, read_current
+from shared.bundle import current_version, fallback_order, read_bundle, read_version, set_current, sha256
 from shared.errors import BundleError
 from shared.model import LoadedBundle, load_bundle
 from shared.trainer_settings import TrainerSettings
+from shared.unknown_fields import UnknownFields
 from trainer.cycle import Retrainer, bundle_meta
 from trainer.fit import FitParams
-from trainer.ingest import Ingestor
+from trainer.idempotency import IdempotencyKeys
+from trainer.ingest import IngestLimits, Ingestor, LiveChecks
 from trainer.live import LiveBundle
 from trainer.loop import RetrainLoop
 from trainer.metrics import TrainerMetrics
@@ -59,8 +61,11 @@ class TrainerService:
                                        s.drift_hold_sec, s.tpot_zero_token_count)
         self.quarantine = Quarantine(QuarantinePolicy(s.quarantine_factor or float("inf"), s.quarantine_min_sources,
                                                       s.quarantine_sustain_intervals, s.quarantine_interval_sec))
-        self.ingestor = Ingestor(self.log, self.window, self.metrics, s.bounds, s.max_ingest_rows, self.live,
-                                 self.prequential, self.quarantine)
+        self.unknown = UnknownFields(self.metrics.count_unknown, s.strict_fields, "trainer")
+        self.keys = IdempotencyKeys(s.idempotency_keys, s.idempotency_ttl_sec)
+        self.ingestor = Ingestor(self.log, self.window, self.metrics, s.bounds,
+                                 IngestLimits(s.max_ingest_rows, s.max_json_depth), self.unknown, self.keys,
+                                 LiveChecks(self.live, self.prequential, self.quarantine))
         self.params = fit_params(s)
         self.retrainer = Retrainer(self.spec, self.params, s.min_samples_for_retrain, self.window, self.publisher,
                                    self.live, self.metrics, self.prequential,
@@ -92,12 +97,19 @@ class TrainerService:
         self.metrics.live_version.set(loaded.version)
 
     def _load_current(self) -> LoadedBundle | None:
-        try:
-            bundle = read_current(self.publisher.root, self.settings.hmac_key)
-            return None if bundle is None else load_bundle(bundle, self.spec, nthread=1)
-        except BundleError as exc:
-            log.error("live bundle on disk rejected (%s); publishing a fresh one", exc)
-            return None
+        """The live bundle on disk; when it fails verification or loading, the newest older one that works."""
+        for version in fallback_order(self.publisher.root):
+            try:
+                loaded = load_bundle(read_version(self.publisher.root, version, self.settings.hmac_key), self.spec,
+                                     nthread=1)
+            except BundleError as exc:
+                log.error("bundle v%d on disk rejected: %s", version, exc)
+                continue
+            if version != current_version(self.publisher.root):
+                set_current(self.publisher.root, version, sha256(loaded.bundle.manifest_bytes))
+                log.warning("live bundle unusable: serving v%d, the newest valid one", version)
+            return loaded
+        return None
 
     def _import_seed(self) -> LoadedBundle | None:
         seed = Path(self.settings.seed_dir) if self.settings.seed_dir else self.data_dir / "seed"

@@ -9,7 +9,7 @@ from typing import Any
 
 from sim.cluster.registry import default_registry
 from sim.engine.errors import SimError
-from sim.replay.cli import build_parser, cluster_from_args, parse_options, scenario_from_args, trace_path
+from sim.replay.cli import build_parser, cluster_from_args, parse_options, scenario_from_args, trace_path, trainer_token
 from sim.replay.items import build_items
 from sim.replay.outputs import plot_ttft_cdf, post_samples, write_requests_csv, write_samples_csv
 from sim.replay.progress import ProgressBar
@@ -39,6 +39,7 @@ def run(argv: list[str] | None = None) -> int:
                         slo_ttft_ms=args.slo_ttft_ms, slo_tpot_ms=args.slo_tpot_ms, max_tokens=budget)
     request_budget = {"max_tokens_policy": budget.spec,
                       "output_length": "oracle" if cfg.expose_output_length else "hidden"}
+    token = trainer_token(args) if args.trainer_url else None
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     many = len(policies) > 1
     summaries: dict[str, dict[str, Any]] = {}
@@ -56,7 +57,7 @@ def run(argv: list[str] | None = None) -> int:
         if args.samples_csv:
             write_samples_csv(_suffixed(args.samples_csv, name, many), result.samples)
         if args.trainer_url:
-            sent = post_samples(args.trainer_url, result.samples)
+            sent = post_samples(args.trainer_url, result.samples, token=token)
             print(f"posted {sent} samples to {args.trainer_url}", file=sys.stderr)
     print(format_table(list(summaries.values())))
     if args.out:

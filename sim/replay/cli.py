@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requests-csv", type=Path, default=None, help="per-request table (CSV)")
     p.add_argument("--samples-csv", type=Path, default=None, help="training samples (TrainingEntry columns)")
     p.add_argument("--trainer-url", default=None, help="POST samples to {url}/add_training_data_bulk")
+    p.add_argument("--trainer-token", default=os.environ.get("LATENCY_WRITE_TOKEN"),
+                   help="bearer token for --trainer-url (default: env LATENCY_WRITE_TOKEN)")
+    p.add_argument("--trainer-token-file", type=Path, default=None,
+                   help="file holding that token (e.g. a mounted Secret); wins over --trainer-token")
     p.add_argument("--plot", type=Path, default=None, help="PNG of the TTFT CDF per policy")
     p.add_argument("--scenario", type=Path, default=None,
                    help="TOML [[events]]: per-pod speed factor, fail/restore, prefix flush, KV size")
@@ -73,6 +78,19 @@ def _engine_flags(p: argparse.ArgumentParser) -> None:
                    help="worst-case: cap max_num_seqs so max_num_seqs x max_model_len fits the KV cache")
     g.add_argument("--no-prefix-caching", action="store_true")
     g.add_argument("--noise-std", type=float, default=None)
+
+
+def trainer_token(args: argparse.Namespace) -> str | None:
+    """The token for --trainer-url: --trainer-token-file, else --trainer-token / $LATENCY_WRITE_TOKEN."""
+    if args.trainer_token_file is not None:
+        try:
+            token = args.trainer_token_file.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(f"--trainer-token-file: {exc}") from None
+        if not token:
+            raise ConfigError(f"--trainer-token-file {args.trainer_token_file} is empty")
+        return token
+    return args.trainer_token or None
 
 
 def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -36,16 +37,20 @@ def write_samples_csv(path: Path, samples: Sequence[Mapping[str, float | int | s
 
 
 def post_samples(
-    url: str, samples: Sequence[Mapping[str, float | int | str]], batch: int = 5000, timeout_s: float = 30.0
+    url: str, samples: Sequence[Mapping[str, float | int | str]], batch: int = 5000, timeout_s: float = 30.0,
+    token: str | None = None,
 ) -> int:
-    """POST ``{"entries": [...]}`` to ``{url}/add_training_data_bulk`` in batches; returns rows sent."""
+    """POST ``{"entries": [...]}`` to ``{url}/add_training_data_bulk`` in batches (each with an Idempotency-Key,
+    and ``Authorization: Bearer <token>`` when given); returns rows sent."""
     endpoint = url.rstrip("/") + "/add_training_data_bulk"
+    auth = {"Authorization": f"Bearer {token}"} if token else {}
     sent = 0
     with httpx.Client(timeout=timeout_s) as client:
         for i in range(0, len(samples), batch):
             chunk = [{k: s[k] for k in TRAINING_FIELDS} for s in samples[i : i + batch]]
             try:
-                resp = client.post(endpoint, json={"entries": chunk})
+                resp = client.post(endpoint, json={"entries": chunk},
+                                   headers={**auth, "Idempotency-Key": uuid.uuid4().hex})
             except httpx.HTTPError as exc:
                 raise TrainerUploadError(f"POST {endpoint} failed: {exc}") from exc
             if resp.status_code != 202:

@@ -131,7 +131,7 @@ def test_secrets_are_optional_and_keyed_by_the_env_name(rendered: dict[str, Rend
                 continue
             assert ref["name"] == "latency-secrets" and ref.get("optional") is True, (c.name, var)
             assert ref["key"] == var["name"], f"{c.name}: secret key {ref['key']} feeds {var['name']}"
-            assert var["name"] in {"LATENCY_BUNDLE_HMAC_KEY", "LATENCY_WRITE_TOKEN"}, var["name"]
+            assert var["name"] == "LATENCY_BUNDLE_HMAC_KEY", var["name"]  # tokens: files (tests/deploy/test_trust.py)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from shared.bundle import MANIFEST, current_version, version_dir
+from shared.bundle import MANIFEST, current_version, sha256, version_dir
 
 FILE_PATH = re.compile(r"^/bundle/v/(\d+)/([A-Za-z0-9_.-]+)$")
 
@@ -31,6 +31,7 @@ class TrainerStub:
         self.url = f"http://127.0.0.1:{port}"
         self.fail_next: list[int] = []  # statuses to answer the next requests with
         self.requests: list[str] = []
+        self.manifest_sha: str | None = None  # X-Manifest-SHA256 to announce (None: the true one)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -71,7 +72,8 @@ class TrainerStub:
                     tag = f'"v{version}"'
                     if tag != seen:
                         body = (version_dir(stub.root, version) / MANIFEST).read_bytes()
-                        self._send(200, body, headers={"ETag": tag, "X-Bundle-Version": str(version)})
+                        self._send(200, body, headers={"ETag": tag, "X-Bundle-Version": str(version),
+                                                       "X-Manifest-SHA256": stub.manifest_sha or sha256(body)})
                         return
                     if time.monotonic() >= deadline or stub._stopping.is_set():
                         self._send(304, b"", headers={"ETag": tag})

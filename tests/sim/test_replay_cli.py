@@ -141,3 +141,20 @@ def test_request_budget_flags(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--max-tokens-policy" in bad.stderr
     both = _replay("--hide-output-length", "--expose-output-length", "--quiet")
     assert both.returncode == 2 and "contradict" in both.stderr
+def test_trainer_upload_sends_the_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Against a real token-protected trainer: --trainer-token-file, $LATENCY_WRITE_TOKEN, and a wrong token."""
+    import httpx
+
+    from tests.procs import trainer as real_trainer
+
+    (tmp_path / "token").write_text("replay-token\n")
+    with real_trainer(tmp_path / "data", {"LATENCY_WRITE_TOKEN": "replay-token"}) as (url, _):
+        args = ("--pods", "2", "--quiet", "--trainer-url", url)
+        res = _replay(*args, "--trainer-token-file", str(tmp_path / "token"))
+        assert res.returncode == 0, res.stderr
+        monkeypatch.setenv("LATENCY_WRITE_TOKEN", "replay-token")
+        assert _replay(*args).returncode == 0
+        monkeypatch.setenv("LATENCY_WRITE_TOKEN", "wrong")
+        bad = _replay(*args)
+        assert bad.returncode == 2 and "403" in bad.stderr
+        assert httpx.get(f"{url}/data/status", timeout=10).json()["durable"]["rows"] == 600

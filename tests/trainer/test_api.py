@@ -240,7 +240,7 @@ def test_flush_nothing_and_bad_flag(client: TestClient) -> None:
 def test_flush_token_guard(client_factory: Callable[..., TestClient]) -> None:
     c = client_factory(write_token="s3cret")
     assert c.post("/flush").status_code == 401
-    assert c.post("/flush", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert c.post("/flush", headers={"Authorization": "Bearer wrong"}).status_code == 403
     assert c.post("/flush", headers={"Authorization": "Bearer s3cret"}).status_code == 200
 
 

@@ -82,10 +82,10 @@ def test_a_sustained_majority_from_two_clients_is_released(client_factory: Calla
     service = svc(client)
     slow = scaled(rows_of(400, seed=5), 300.0)
     body = orjson.dumps({"entries": slow[:200]})
-    service.ingestor.ingest(body, False, "10.0.0.1")
+    service.ingestor.ingest(body, False, source="10.0.0.1")
     assert service.quarantine.held == 200
     with caplog.at_level(logging.WARNING, logger="trainer.ingest"):
-        service.ingestor.ingest(orjson.dumps({"entries": slow[200:]}), False, "10.0.0.2")
+        service.ingestor.ingest(orjson.dumps({"entries": slow[200:]}), False, source="10.0.0.2")
     assert service.quarantine.held == 0 and any("quarantine released 400 rows" in r.getMessage()
                                                 for r in caplog.records)
     assert "trainer_samples_released_total 400.0" in client.get("/metrics").text
@@ -100,7 +100,7 @@ def test_one_client_alone_is_never_released(client_factory: Callable[..., TestCl
     service = svc(client)
     slow = scaled(rows_of(600, seed=5), 300.0)
     for i in range(0, 600, 100):
-        service.ingestor.ingest(orjson.dumps({"entries": slow[i:i + 100]}), False, "10.0.0.9")
+        service.ingestor.ingest(orjson.dumps({"entries": slow[i:i + 100]}), False, source="10.0.0.9")
     assert service.quarantine.held == 600
 
 

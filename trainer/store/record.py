@@ -3,9 +3,11 @@
 Rows records say which columns they hold, so a spec change never makes old rows unreadable:
 
 * ``KIND_ROWS_NAMED`` (written now): ``first_seq u64 | wall_time f64 | n_rows u32 | n_cols u32 |
-  names_len u32`` + the column names (UTF-8, ``\\n``-joined) + ``meta_len u32`` + a JSON object of
-  record metadata (e.g. ``source``, ``quarantined``; ``{}`` when none) + ``n_cols`` little-endian
-  float64 columns of ``n_rows`` values each (columnar; ``pod_type`` is its numeric code).
+  names_len u32`` + the column names (UTF-8, ``\\n``-joined) + ``n_cols`` little-endian float64 columns
+  of ``n_rows`` values each (columnar; ``pod_type`` is its numeric code).
+* ``KIND_ROWS_META``: a ``KIND_ROWS_NAMED`` record followed by ``meta_len u32`` + a JSON object of
+  facts stored atomically with the rows (the sending client, quarantine flags, the ingest
+  ``Idempotency-Key`` and body digest), written only when there is meta.
 * ``KIND_ROWS`` (format 1, read only): the same without the names; its columns are
   ``LEGACY_V1_FIELDS``, the layout every log held before names were recorded.
 
@@ -45,6 +47,9 @@ FLUSH_BODY = struct.Struct("<QBB")
 KIND_ROWS = 1
 KIND_FLUSH = 2
 KIND_ROWS_NAMED = 3
+KIND_ROWS_META = 4
+META_LEN = struct.Struct("<I")
+NO_META: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,9 @@ class RowsRecord:
     matrix: np.ndarray  # (n_rows, len(layout.fields)) float64
     names: tuple[str, ...] = STORED_FIELDS
     """The columns the record held on disk (its layout before mapping)."""
-    meta: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    """Record metadata written with the rows (which client sent them, whether they are quarantined, ...)."""
+    meta: Mapping[str, Any] = field(default_factory=lambda: NO_META)
+    """Facts stored with the rows: which client sent them (``source``), whether they are ``quarantined`` or a
+    quarantine release (``release_through_seq``), the ingest ``idempotency_key`` and ``body_sha256``."""
 
     @property
     def n_rows(self) -> int:
@@ -108,10 +114,12 @@ def encode_rows(first_seq: int, wall_time: float, matrix: np.ndarray,
     if k != len(names):
         raise ValueError(f"matrix has {k} columns, layout names {len(names)}")
     label = "\n".join(names).encode()
-    extra = orjson.dumps(dict(meta or {}))
     body = np.ascontiguousarray(matrix.T, dtype="<f8").tobytes()
-    return _frame(KIND_ROWS_NAMED, ROWS_HEAD.pack(first_seq, wall_time, n, k) + NAMES_LEN.pack(len(label))
-                  + label + NAMES_LEN.pack(len(extra)) + extra + body)
+    payload = ROWS_HEAD.pack(first_seq, wall_time, n, k) + NAMES_LEN.pack(len(label)) + label + body
+    if not meta:
+        return _frame(KIND_ROWS_NAMED, payload)
+    extra = orjson.dumps(dict(meta))
+    return _frame(KIND_ROWS_META, payload + META_LEN.pack(len(extra)) + extra)
 
 
 def encode_flush(seq: int, flush_train: bool, flush_test: bool) -> bytes:
@@ -130,42 +138,43 @@ def _names(payload: bytes, at: int) -> tuple[tuple[str, ...], int] | None:
     return tuple(text.split("\n")) if text else (), start + size
 
 
-def _meta(payload: bytes, at: int) -> tuple[Mapping[str, Any], int] | None:
-    if len(payload) < at + NAMES_LEN.size:
-        return None
-    (size,) = NAMES_LEN.unpack_from(payload, at)
-    start = at + NAMES_LEN.size
-    try:
-        meta = orjson.loads(payload[start:start + size])
-    except orjson.JSONDecodeError:
-        return None
-    return (MappingProxyType(meta), start + size) if isinstance(meta, dict) else None
-
-
 def _decode_rows(kind: int, payload: bytes, layout: Layout) -> RowsRecord | None:
     if len(payload) < ROWS_HEAD.size:
         return None
     first_seq, wall, n, k = ROWS_HEAD.unpack_from(payload)
-    meta: Mapping[str, Any] = MappingProxyType({})
     if kind == KIND_ROWS:
         names, start = LEGACY_V1_FIELDS, ROWS_HEAD.size
     else:
         parsed = _names(payload, ROWS_HEAD.size)
-        extra = None if parsed is None else _meta(payload, parsed[1])
-        if parsed is None or extra is None:
+        if parsed is None:
             return None
-        names, (meta, start) = parsed[0], extra
-    if k != len(names) or len(set(names)) != k or len(payload) != start + 8 * n * k:
+        names, start = parsed
+    end = start + 8 * n * k
+    meta = _meta(payload, end) if kind == KIND_ROWS_META else NO_META
+    if k != len(names) or len(set(names)) != k or meta is None or (kind != KIND_ROWS_META and len(payload) != end):
         return None
-    flat = np.frombuffer(payload, dtype="<f8", offset=start)
+    flat = np.frombuffer(payload, dtype="<f8", offset=start, count=n * k)
     return RowsRecord(first_seq, wall, layout.adopt(names, flat.reshape(k, n)), names, meta)
+
+
+def _meta(payload: bytes, at: int) -> Mapping[str, Any] | None:
+    if len(payload) < at + META_LEN.size:
+        return None
+    (size,) = META_LEN.unpack_from(payload, at)
+    if len(payload) != at + META_LEN.size + size:
+        return None
+    try:
+        meta = orjson.loads(payload[at + META_LEN.size:])
+    except orjson.JSONDecodeError:
+        return None
+    return MappingProxyType(meta) if isinstance(meta, dict) else None
 
 
 def _decode_payload(kind: int, payload: bytes, layout: Layout) -> Record | None:
     if kind == KIND_FLUSH and len(payload) == FLUSH_BODY.size:
         seq, train, test = FLUSH_BODY.unpack(payload)
         return FlushRecord(seq, bool(train), bool(test))
-    if kind in (KIND_ROWS, KIND_ROWS_NAMED):
+    if kind in (KIND_ROWS, KIND_ROWS_NAMED, KIND_ROWS_META):
         return _decode_rows(kind, payload, layout)
     return None
 
