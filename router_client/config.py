@@ -32,6 +32,23 @@ class PoolConfig(BaseModel):
         default_factory=list, description="Predictor replicas of the pool; bulk calls rotate over them "
         "(empty: always the composite fallback).")
     pod_type: str = Field(default="", description="llm-d role label sent as pod_type ('' = monolithic).")
+    pod_class: str = Field(
+        default="", description="Hardware / engine class of the pool's pods (e.g. 'a100-tp1'), sent as the "
+        "pod_class feature so one model can serve pods that differ ('' = unknown).")
+    pod_classes: dict[str, str] = Field(
+        default_factory=dict, description="Per-pod pod_class overriding pod_class, by pod URL (a mixed pool: "
+        "{\"http://10.0.0.5:8000\": \"h100-tp1\"}); every key must be one of pods.")
+
+    @model_validator(mode="after")
+    def _classes_name_pods(self) -> PoolConfig:
+        unknown = sorted(set(self.pod_classes) - set(self.pods))
+        if unknown:
+            raise ValueError(f"pool {self.name!r}: pod_classes names pods not in pods: {unknown}")
+        return self
+
+    def class_of(self, pod: str) -> str:
+        """The pod_class sent for ``pod``."""
+        return self.pod_classes.get(pod, self.pod_class)
 
 
 class ClassifierConfig(BaseModel):

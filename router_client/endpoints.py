@@ -93,7 +93,8 @@ class EndpointState:
     # -- features ---------------------------------------------------------------------------
     def feature_rows(self, pool: PoolConfig, prompt_tokens: int, prefix_scores: Sequence[float]) -> list[Row]:
         """The contract fields per pod of ``pool`` (num_tokens_generated = 1, as the EPP sends; what the
-        router does not measure — decode tokens in flight, encoder sizes — keeps its default)."""
+        router does not measure — decode tokens in flight, encoder sizes — keeps its default) plus the
+        configured ``pod_class``."""
         snap = self._snapshot
         rows: list[Row] = []
         for pod, prefix in zip(pool.pods, prefix_scores, strict=True):
@@ -107,5 +108,6 @@ class EndpointState:
                 "prefix_cache_score": prefix,
                 "pod_type": pool.pod_type,
                 "prefill_tokens_in_flight": max(self._prefill[pod], 0),
+                "pod_class": pool.class_of(pod),
             }))
         return rows
