@@ -78,11 +78,15 @@ class EndpointState:
         entry.first_token_seen = True
         self._prefill[entry.pod] -= entry.uncached
 
-    def complete(self, key: int | str) -> None:
+    def complete(self, key: int | str) -> bool:
+        """Release the request; True when its first token had been seen (its TTFT was measured)."""
+        entry = self._open.get(key)
+        streamed = entry is not None and entry.first_token_seen
         self.first_token(key)
         entry = self._open.pop(key, None)
         if entry is not None:
             self._running[entry.pod] -= 1
+        return streamed
 
     def running(self, pod: str) -> int:
         return self._running.get(pod, 0)

@@ -1,8 +1,9 @@
 """The OpenAI-compatible routing proxy as a Starlette app (built by ``create_app``; no globals).
 
 Routes: ``POST /v1/completions``, ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /healthz``,
-``GET /readyz``, ``GET /metrics``. The lifespan starts the router library (scraper, reporter,
-predictor clients) and the shared keep-alive client to the pods, and closes both at shutdown.
+``GET /readyz``, ``GET /metrics``, ``GET /status`` (the router's state as JSON). The lifespan starts the
+router library (scraper, reporter, predictor clients) and the shared keep-alive client to the pods, and
+closes both at shutdown.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from router_client.proxy.metrics import ProxyMetrics
 from router_client.proxy.models import ModelCatalog
 from router_client.proxy.parsing import CHAT, COMPLETIONS
 from router_client.router import Router
+from shared.jsonbody import dumps
 
 _PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -69,6 +71,11 @@ async def metrics(request: Request) -> Response:
     return Response(state.metrics.render(state.router.metrics_registry), media_type=_PROMETHEUS)
 
 
+async def status(request: Request) -> Response:
+    state = _state(request)
+    return Response(dumps(state.router.status()), media_type="application/json")
+
+
 def create_app(config: RouterConfig, settings: ForwardSettings | None = None) -> Starlette:
     """Build the proxy for ``config``; nothing starts until the app's lifespan runs."""
     settings = settings or ForwardSettings()
@@ -100,6 +107,7 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route("/status", status, methods=["GET"]),
     ]
     return Starlette(routes=routes, lifespan=lifespan, exception_handlers=dict(EXCEPTION_HANDLERS))
 
