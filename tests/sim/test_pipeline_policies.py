@@ -90,3 +90,28 @@ def test_shed_with_impossible_slo_in_replay() -> None:
     shed = [r for r in sim.records if r.shed_reason]
     assert shed and all(r.shed_reason.startswith("shed:slo_ttft") for r in shed)
     assert all(r.predicted_ttft_ms is not None for r in shed)
+
+
+def _ttft_coverage(sim: ClusterSimulation, pod: str) -> tuple[int, float]:
+    served = [r for r in sim.records if r.pod_id == pod and r.predicted_ttft_ms is not None and r.ttft_ms]
+    return len(served), float(np.mean([r.ttft_ms <= r.predicted_ttft_ms for r in served]))
+
+
+@pytest.mark.timeout(180)
+def test_correction_finds_the_faster_pod_in_virtual_time() -> None:
+    """3 A100 pods + 1 H100 pod, one model that cannot tell them apart (no pod_class): without correction the
+    H100's predictions are all too high (coverage ≈ 1); with it the H100 gets a factor < 1, predictions near
+    its own p90, and more of the traffic."""
+    a100, h100 = EngineConfig.from_preset("llama3-8b-a100"), EngineConfig.from_preset("llama2-7b-h100")
+    cfg = ClusterConfig(pools=(PoolSpec("a", 3, a100), PoolSpec("h", 1, h100)))
+    work = items(1500, rate=8.0, sticky=False)
+    plain = run("predicted-latency", cfg, work, correction="false")
+    corrected = run("predicted-latency", cfg, work)
+    n_plain, cov_plain = _ttft_coverage(plain, "h-0")
+    n_corr, cov_corr = _ttft_coverage(corrected, "h-0")
+    assert cov_plain > 0.97 and 0.75 < cov_corr < 0.97, (cov_plain, cov_corr)
+    assert n_corr > 1.5 * n_plain, (n_plain, n_corr)
+    policy = corrected.policy
+    end = work[-1].view.arrival_s
+    assert policy.correction.factor("h-0", "ttft", end) < 0.95  # type: ignore[attr-defined]
+    assert plain.policy.correction.factor("h-0", "ttft", end) == 1.0  # type: ignore[attr-defined]
