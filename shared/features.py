@@ -3,6 +3,10 @@
 Raw request fields arrive as numpy columns (see ``shared.columns``); ``FeatureSpec.matrix``
 turns them into the float32 matrix each model reads, computing the derived features
 vectorised. Column order and names are wire-visible (importances, tree dumps).
+
+Adding a feature = one :class:`RawField` in ``FEATURE_FIELDS`` (+ its model column in
+``FeatureSpec.columns``, + a ``FEATURE_SPEC_VERSION`` bump) and the code that measures it; the row
+builders below, validation, the trainer's log (by column name) and the prior follow.
 """
 
 from __future__ import annotations
