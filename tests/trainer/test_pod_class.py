@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from shared.timefmt import rfc3339
 from tests.trainer.conftest import mixed_rows, service_of
 from tests.trainer.test_crash import free_port, wait_ready
 from tests.waiting import wait_for
-from trainer.store import STORED_FIELDS, Layout, LogLimits, SampleLog
+from trainer.store import STORED_FIELDS, Layout, LogLimits, RowsRecord, SampleLog, record
 from trainer.store.record import columns_to_matrix
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,14 +90,25 @@ def _spec_1_bundle(root: Path, cols: dict[str, np.ndarray]) -> None:
     write_bundle(root, manifest, files)
 
 
+def _format_1_record(rows: np.ndarray) -> bytes:
+    """A rows record of the first log format (no column names: ``LEGACY_V1_FIELDS``), first_seq 0."""
+    payload = record.ROWS_HEAD.pack(0, 1.0, len(rows), rows.shape[1]) + np.ascontiguousarray(
+        rows.T, dtype="<f8").tobytes()
+    return record.HEADER.pack(record.MAGIC, record.KIND_ROWS, len(payload), zlib.crc32(payload)) + payload
+
+
 def _spec_1_data_dir(data_dir: Path, n: int) -> None:
+    """A third of the rows in a format-1 record, the rest in two named spec-1 records, and a spec-1 bundle."""
+    assert record.LEGACY_V1_FIELDS == SPEC_1_FIELDS
     cols = to_columns(mixed_rows(n, seed=5), ["entries"], targets=True)
-    matrix = columns_to_matrix(cols)
-    keep = [STORED_FIELDS.index(name) for name in SPEC_1_FIELDS]
+    matrix = columns_to_matrix(cols)[:, [STORED_FIELDS.index(name) for name in SPEC_1_FIELDS]]
+    third = n // 3
+    (data_dir / "log").mkdir(parents=True)
+    (data_dir / "log" / "seg-0000000000000000.log").write_bytes(_format_1_record(matrix[:third]))
     old_log = SampleLog(data_dir / "log", LogLimits(), Layout(fields=SPEC_1_FIELDS))
-    list(old_log.replay())
-    old_log.append_rows(matrix[: n // 2][:, keep])
-    old_log.append_rows(matrix[n // 2:][:, keep])
+    assert sum(r.n_rows for r in old_log.replay() if isinstance(r, RowsRecord)) == third
+    old_log.append_rows(matrix[third: 2 * third])
+    old_log.append_rows(matrix[2 * third:])
     old_log.close()
     _spec_1_bundle(data_dir / "bundles", cols)
 
