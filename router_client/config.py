@@ -162,6 +162,9 @@ class CorrectionConfig(BaseModel):
     max_factor: float = Field(default=4.0, description="Upper bound of a factor.", ge=1)
     min_samples: int = Field(default=20, description="Pairs a (pod, target) needs before its factor leaves 1.", ge=1)
     max_samples: int = Field(default=256, description="Recent pairs kept per (pod, target).", ge=1)
+    evidence_z: float = Field(
+        default=2.0, description="A factor stays 1 while the pod's raw coverage is within evidence_z binomial "
+        "standard errors of the quantile (no evidence the model is off for that pod); 0: always fit.", ge=0)
 
     @model_validator(mode="after")
     def _enough_room(self) -> CorrectionConfig:

@@ -12,8 +12,11 @@ ratios ``r = actual / raw prediction`` and multiplies later predictions for that
   its predictions 90 % of the time keeps factor 1; a pod 2× slower than predicted gets ≈ 2.
   A high quantile reacts fast to a slowdown (a tenth of the weight suffices) and slowly to recovery.
 * Without new pairs the factor decays geometrically to 1 with the same half-life.
-* Below ``min_samples`` pairs the factor is 1. The quantile is refitted after every ``REFIT_EVERY``
-  pairs, or on the first pair more than ``REFIT_AFTER_S`` after the last fit (bounded CPU per pair).
+* Below ``min_samples`` pairs the factor is 1, and so is it while the pod's weighted raw coverage (share
+  of ratios ≤ 1) lies within ``evidence_z`` binomial standard errors (effective sample size
+  ``(Σw)² / Σw²``) of ``q``: no evidence that the model is off for this pod, so its noise is not chased.
+* The fit is redone after every ``REFIT_EVERY`` pairs, or on the first pair more than ``REFIT_AFTER_S``
+  after the last fit (bounded CPU per pair).
 
 The ratio is always taken against the **raw** (uncorrected) prediction, so the correction never feeds
 on itself. Pure and clock-free: every call takes ``now`` (monotonic seconds live, virtual seconds in
@@ -70,15 +73,23 @@ class _Residuals:
     def due(self, now: float) -> bool:
         return self.pending >= REFIT_EVERY or now - self.updated_at >= REFIT_AFTER_S
 
-    def fit(self, now: float, quantile: float, half_life_s: float, bounds: tuple[float, float]) -> None:
+    def fit(self, now: float, quantile: float, half_life_s: float, bounds: tuple[float, float],
+            evidence_z: float) -> None:
         times, logs = self.times[: self.count], self.logs[: self.count]
         weights = np.exp2(-np.maximum(now - times, 0.0) / half_life_s)
-        order = np.argsort(logs)
-        cumulative = np.cumsum(weights[order])
-        at = int(np.searchsorted(cumulative, quantile * cumulative[-1]))
-        self.log_factor = min(max(float(logs[order[min(at, self.count - 1)]]), bounds[0]), bounds[1])
         self.updated_at = now
         self.pending = 0
+        total = float(weights.sum())
+        if evidence_z > 0:
+            covered = float(weights[logs <= 0.0].sum()) / total
+            n_eff = total * total / float((weights * weights).sum())
+            if abs(covered - quantile) <= evidence_z * math.sqrt(quantile * (1.0 - quantile) / n_eff):
+                self.log_factor = 0.0
+                return
+        order = np.argsort(logs)
+        cumulative = np.cumsum(weights[order])
+        at = int(np.searchsorted(cumulative, quantile * total))
+        self.log_factor = min(max(float(logs[order[min(at, self.count - 1)]]), bounds[0]), bounds[1])
 
 
 class PodCorrection:
@@ -107,7 +118,7 @@ class PodCorrection:
             res = self._residuals[key] = _Residuals(self.config.max_samples)
         res.add(now, math.log(actual_ms / max(raw_predicted_ms, _MIN_PREDICTION_MS)))
         if res.count >= self.config.min_samples and res.due(now):
-            res.fit(now, self.quantile, self.config.half_life_s, self._bounds)
+            res.fit(now, self.quantile, self.config.half_life_s, self._bounds, self.config.evidence_z)
 
     def factor(self, pod: str, target: str, now: float) -> float:
         res = self._residuals.get((pod, target))

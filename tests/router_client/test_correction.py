@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import numpy as np
 import pytest
@@ -50,24 +51,47 @@ def test_custom_bounds() -> None:
     assert c.factor("a", "ttft", t) == pytest.approx(1.25)
 
 
-def test_healthy_pod_keeps_factor_near_one() -> None:
-    """Ratios whose 0.9-quantile is 1 (a calibrated model): factor ≈ 1."""
-    rng = np.random.default_rng(0)
-    sigma = 0.3
-    ratios = np.exp(sigma * rng.standard_normal(256) - sigma * 1.2816)
+def _calibrated(n: int, sigma: float = 0.3) -> np.ndarray:
+    """n ratios at evenly spaced quantiles of a lognormal whose 0.9-quantile is exactly 1."""
+    z = np.array([NormalDist().inv_cdf((i + 0.5) / n) for i in range(n)])
+    return np.exp(sigma * (z - NormalDist().inv_cdf(0.9)))
+
+
+def test_healthy_pod_keeps_factor_one() -> None:
+    """A calibrated model for this pod: no evidence against it, factor exactly 1; without the evidence gate
+    the fitted quantile is ≈ 1 anyway."""
+    gated, fitted = corr(), corr(evidence_z=0.0)
+    ratios = np.random.default_rng(0).permutation(_calibrated(256))
+    t = feed(gated, ratios)
+    feed(fitted, ratios)
+    assert gated.factor("a", "ttft", t) == 1.0
+    assert fitted.factor("a", "ttft", t) == pytest.approx(1.0, abs=0.02)
+
+
+def test_gate_leaves_most_healthy_pods_alone() -> None:
+    """Random draws from a calibrated pod: at evidence_z = 2 about 95 % keep factor 1 (≥ 90 % of 200)."""
+    rng = np.random.default_rng(11)
+    untouched = 0
+    for _ in range(200):
+        c = corr()
+        t = feed(c, np.exp(0.3 * (rng.standard_normal(256) - NormalDist().inv_cdf(0.9))))
+        untouched += c.factor("a", "ttft", t) == 1.0
+    assert untouched >= 180, untouched
+
+
+def test_a_small_but_clear_slowdown_passes_the_gate() -> None:
+    """1.3× slower: raw coverage ≈ 0.65 on ~250 pairs, far outside 0.9 ± 2 standard errors."""
     c = corr()
-    t = feed(c, ratios)
-    assert c.factor("a", "ttft", t) == pytest.approx(1.0, abs=0.08)
+    t = feed(c, 1.3 * np.random.default_rng(3).permutation(_calibrated(256)))
+    assert c.factor("a", "ttft", t) == pytest.approx(1.3, rel=0.02)
 
 
 def test_slow_pod_gets_its_slowdown() -> None:
     rng = np.random.default_rng(1)
-    sigma = 0.3
-    calibrated = np.exp(sigma * rng.standard_normal(200) - sigma * 1.2816)
     c = corr()
-    t = feed(c, calibrated)
-    t = feed(c, 2.0 * np.exp(sigma * rng.standard_normal(200) - sigma * 1.2816), start=t + 0.01)
-    assert c.factor("a", "ttft", t) == pytest.approx(2.0, rel=0.12)
+    t = feed(c, rng.permutation(_calibrated(200)))
+    t = feed(c, 2.0 * rng.permutation(_calibrated(200)), start=t + 0.01)
+    assert c.factor("a", "ttft", t) == pytest.approx(2.0, rel=0.05)
 
 
 @pytest.mark.parametrize(("age_half_lives", "expected"), [(0, 2.0), (1, 2 ** 0.5), (2, 2 ** 0.25), (20, 1.0)])
