@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
 from shared.bundle import read_current
-from shared.features import MODEL_NAMES, FeatureSpec, pod_type_code
+from shared.features import MODEL_NAMES, FeatureSpec, pod_class_code, pod_type_code
 
 
 class PredictionRequest(BaseModel):
@@ -35,6 +35,7 @@ class PredictionRequest(BaseModel):
     decode_tokens_in_flight: int = Field(default=0, ge=0)
     encoder_input_size: int = Field(default=0, ge=0)
     encoder_matched_size: int = Field(default=0, ge=0)
+    pod_class: str | None = ""
 
 
 class BulkRequest(BaseModel):
@@ -65,6 +66,7 @@ def _features(row: PredictionRequest, spec: FeatureSpec, name: str) -> list[floa
     values["effective_input_tokens"] = (1 - row.prefix_cache_score) * row.input_token_length
     values["prefill_score_bucket"] = min(int(row.prefix_cache_score * 4), 3)
     values["pod_type_cat"] = pod_type_code(row.pod_type)
+    values["pod_class"] = pod_class_code(row.pod_class)
     return [float(values[c]) for c in spec.columns(name)]
 
 

@@ -4,8 +4,9 @@
 
 Times ``Router.decide`` end to end (classifier, prefix hashing of a ~4 KB prompt, 16 feature rows
 from the snapshot, scheduling pipeline, in-flight + prefix bookkeeping) with the predictor step
-answered in-process, plus ``on_complete`` (sample queued, live error, EMA/history). Baseline in
-the same run: the composite fallback path (no predictor at all).
+answered in-process, plus ``on_complete`` (sample queued, per-pod correction and drift update,
+EMA/history). Baselines in the same run: predictions without the per-pod correction, and the
+composite fallback path (no predictor at all).
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ class InstantPredictions(Router):
                  10.0 + float(r["num_request_running"])) for r in rows], None
 
 
-def _config(pods: int, predictors: bool) -> RouterConfig:
+def _config(pods: int, predictors: bool, correction: bool = True) -> RouterConfig:
     urls = [f"http://127.0.0.1:{20000 + i}" for i in range(pods)]
     return RouterConfig.model_validate({
         "pools": [{"name": "short", "pods": urls, "max_context": 8192, "trainer_url": "http://127.0.0.1:1",
                    "predictor_urls": ["http://127.0.0.1:1"] if predictors else []}],
-        "scheduler": {"seed": 1}, "scraper": {"interval_s": 1000.0}, "reporter": {"flush_interval_s": 1000.0}})
+        "scheduler": {"seed": 1}, "scraper": {"interval_s": 1000.0}, "reporter": {"flush_interval_s": 1000.0},
+        "correction": {"enabled": correction}})
 
 
 def _info(i: int) -> RequestInfo:
@@ -67,16 +69,18 @@ def _pct(xs: list[float], q: float) -> float:
 
 async def run(pods: int, n: int) -> list[tuple[str, list[float]]]:
     out = []
-    for label, cls, predictors in (("decide, predictions (instant)", InstantPredictions, True),
-                                   ("decide, composite fallback (baseline)", Router, False)):
-        router = cls(_config(pods, predictors))
+    for label, cls, predictors, correction in (
+            ("decide, predictions (instant)", InstantPredictions, True, True),
+            ("decide, predictions, correction off", InstantPredictions, True, False),
+            ("decide, composite fallback (baseline)", Router, False, True)):
+        router = cls(_config(pods, predictors, correction))
         await router.start()
         await _measure(router, 2000, 64)  # warm-up
         decide, complete = await _measure(router, n, 64)
         await router.aclose()
         out.append((label, decide))
         if predictors:
-            out.append(("on_complete", complete))
+            out.append(("on_complete" + ("" if correction else ", correction off"), complete))
     return out
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from shared.features import feature_columns
+
 TTFT_SIGMA = 0.25
 TPOT_SIGMA = 0.15
 RAW = ("kv_cache_percentage", "input_token_length", "num_request_waiting", "num_request_running",
@@ -25,10 +27,11 @@ RAW = ("kv_cache_percentage", "input_token_length", "num_request_waiting", "num_
 
 
 def features(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Raw request columns (float64), plausible ranges for a busy 8B-model pool."""
+    """Raw request columns (float64), plausible ranges for a busy 8B-model pool; fields not drawn here
+    (pod_type, pod_class) keep their defaults."""
     waiting = np.where(rng.random(n) < 0.6, 0, rng.geometric(0.25, n)).astype(np.float64)
     running = rng.integers(1, 64, n).astype(np.float64)
-    return {
+    return feature_columns({
         "kv_cache_percentage": np.clip(running / 64 + rng.normal(0, 0.1, n), 0, 1),
         "input_token_length": np.round(rng.lognormal(6.5, 1.0, n)).clip(1, 32_000),
         "num_request_waiting": waiting,
@@ -39,7 +42,7 @@ def features(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
         "decode_tokens_in_flight": np.zeros(n),
         "encoder_input_size": np.zeros(n),
         "encoder_matched_size": np.zeros(n),
-    }
+    }, n)
 
 
 def ttft_median(c: dict[str, np.ndarray]) -> np.ndarray:

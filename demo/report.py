@@ -39,8 +39,9 @@ def _router_side(text: str, pool: str) -> dict[str, Any]:
     mean_act = histogram_mean(text, "inference_objective_request_ttft_seconds", pool=pool)
     return {"mean_predicted_ms": round(mean_pred * 1000, 1) if mean_pred is not None else None,
             "mean_actual_ms": round(mean_act * 1000, 1) if mean_act is not None else None,
-            "live_coverage": round(metric_value(text, "router_prediction_coverage", pool=pool, model="ttft"), 3),
-            "live_mape": round(metric_value(text, "router_prediction_mape", pool=pool, model="ttft"), 3)}
+            "live_coverage": round(metric_value(text, "router_prediction_coverage", pool=pool, pod="all",
+                                                target="ttft"), 3),
+            "live_mape": round(metric_value(text, "router_prediction_mape", pool=pool, pod="all", target="ttft"), 3)}
 
 
 def build_summary(records: list[Record], watcher: Watcher, metrics_text: str, duration_s: float,
@@ -93,7 +94,7 @@ def print_report(summary: dict[str, Any]) -> None:
     print("\n=== predicted (p90 model) vs actual TTFT, as the router measured it (dispatch → first token) ===")
     for pool, r in summary["router_measured_ttft"].items():
         print(f"  {pool}: mean predicted {r['mean_predicted_ms']} ms  mean actual {r['mean_actual_ms']} ms  "
-              f"live coverage (last 1000) {100 * r['live_coverage']:.0f} % (target 90 %)  MAPE {r['live_mape']:.2f}")
+              f"live coverage (recent) {100 * r['live_coverage']:.0f} % (target 90 %)  MAPE {r['live_mape']:.2f}")
     print("\n=== predicted vs actual TTFT, client-measured (adds routing + proxy time to the actual) ===")
     for pool, s in summary["predicted_vs_actual_ttft"].items():
         if not s.get("pairs"):

@@ -126,11 +126,14 @@ def _objects(serving: Serving, p: Predicted) -> list[dict[str, Any]]:
 
 
 def _echo(rows: Sequence[Any], cols: Mapping[str, np.ndarray], i: int) -> dict[str, Any]:
-    """Row ``i`` as upstream echoes it: every field, defaults filled in, unknown keys dropped."""
+    """Row ``i`` as upstream echoes it: every contract field, defaults filled in, unknown keys dropped;
+    an extension field (``pod_class``) only when the client sent it."""
     out: dict[str, Any] = {}
     for field in FEATURE_FIELDS:
-        if field.kind is FieldKind.POD_TYPE:
-            out[field.name] = rows[i].get("pod_type") or ""
+        if field.extension and field.name not in rows[i]:
+            continue
+        if field.kind is FieldKind.LABEL:
+            out[field.name] = rows[i].get(field.name) or ""
         elif field.kind is FieldKind.INT:
             out[field.name] = int(cols[field.name][i])
         else:

@@ -32,6 +32,23 @@ class PoolConfig(BaseModel):
         default_factory=list, description="Predictor replicas of the pool; bulk calls rotate over them "
         "(empty: always the composite fallback).")
     pod_type: str = Field(default="", description="llm-d role label sent as pod_type ('' = monolithic).")
+    pod_class: str = Field(
+        default="", description="Hardware / engine class of the pool's pods (e.g. 'a100-tp1'), sent as the "
+        "pod_class feature so one model can serve pods that differ ('' = unknown).")
+    pod_classes: dict[str, str] = Field(
+        default_factory=dict, description="Per-pod pod_class overriding pod_class, by pod URL (a mixed pool: "
+        "{\"http://10.0.0.5:8000\": \"h100-tp1\"}); every key must be one of pods.")
+
+    @model_validator(mode="after")
+    def _classes_name_pods(self) -> PoolConfig:
+        unknown = sorted(set(self.pod_classes) - set(self.pods))
+        if unknown:
+            raise ValueError(f"pool {self.name!r}: pod_classes names pods not in pods: {unknown}")
+        return self
+
+    def class_of(self, pod: str) -> str:
+        """The pod_class sent for ``pod``."""
+        return self.pod_classes.get(pod, self.pod_class)
 
 
 class ClassifierConfig(BaseModel):
@@ -131,6 +148,55 @@ class ScraperConfig(BaseModel):
         "the last values are still used, router-side in-flight is always current).", gt=0)
 
 
+class CorrectionConfig(BaseModel):
+    """Per-pod correction: predictions for a pod are multiplied by a factor learned from that pod's recent
+    actual / predicted ratios (``router_client/correction.py``)."""
+
+    model_config = _STRICT
+
+    enabled: bool = Field(default=True, description="Apply per-pod correction factors before scoring.")
+    half_life_s: float = Field(
+        default=30.0, description="Age at which a pair counts half; also the half-life of the decay to 1 while "
+        "a pod gets no new pairs.", gt=0)
+    min_factor: float = Field(default=0.5, description="Lower bound of a factor.", gt=0, le=1)
+    max_factor: float = Field(default=4.0, description="Upper bound of a factor.", ge=1)
+    min_samples: int = Field(default=20, description="Pairs a (pod, target) needs before its factor leaves 1.", ge=1)
+    max_samples: int = Field(default=256, description="Recent pairs kept per (pod, target).", ge=1)
+    evidence_z: float = Field(
+        default=2.0, description="A factor stays 1 while the pod's raw coverage is within evidence_z binomial "
+        "standard errors of the quantile (no evidence the model is off for that pod); 0: always fit.", ge=0)
+
+    @model_validator(mode="after")
+    def _enough_room(self) -> CorrectionConfig:
+        if self.max_samples < self.min_samples:
+            raise ValueError(f"correction.max_samples ({self.max_samples}) < min_samples ({self.min_samples})")
+        return self
+
+
+class DriftConfig(BaseModel):
+    """Drift detection on live predictions, per pod and per pool (``router_client/drift.py``)."""
+
+    model_config = _STRICT
+
+    half_life_s: float = Field(
+        default=60.0, description="Coverage, pinball and means are time-weighted with this half-life.", gt=0)
+    min_pairs: float = Field(
+        default=20.0, description="Effective (time-weighted) pairs a series needs before the alarm is evaluated.",
+        gt=0)
+    coverage_low: float = Field(default=0.80, description="Coverage below this is out of band.", ge=0, le=1)
+    coverage_high: float = Field(default=0.97, description="Coverage above this is out of band.", ge=0, le=1)
+    alarm_after_s: float = Field(
+        default=30.0, description="Seconds out of band before router_drift_alarm = 1 (one WARNING line).", ge=0)
+    clear_after_s: float = Field(
+        default=30.0, description="Seconds back in band before the alarm clears (one INFO line).", ge=0)
+
+    @model_validator(mode="after")
+    def _band(self) -> DriftConfig:
+        if self.coverage_low > self.coverage_high:
+            raise ValueError(f"drift.coverage_low ({self.coverage_low}) > coverage_high ({self.coverage_high})")
+        return self
+
+
 class ReporterConfig(BaseModel):
     """Training samples buffered per pool and flushed to the pool's trainer."""
 
@@ -142,8 +208,6 @@ class ReporterConfig(BaseModel):
                                  ge=1)
     max_flush_rows: int = Field(default=10000, description="Rows per POST /add_training_data_bulk.", ge=1)
     timeout_s: float = Field(default=5.0, description="HTTP timeout of a flush.", gt=0)
-    error_window: int = Field(
-        default=1000, description="Recent (prediction, actual) pairs per pool for live error.", ge=1)
     trainer_token: SecretStr | None = Field(
         default=None, description="Bearer token sent to every pool's trainer (its LATENCY_WRITE_TOKEN). Prefer "
         "trainer_token_file.", min_length=1)
@@ -170,6 +234,12 @@ class RouterConfig(BaseModel):
     prefix: PrefixConfig = Field(default_factory=lambda: PrefixConfig(), description="Prefix index.")
     scraper: ScraperConfig = Field(default_factory=lambda: ScraperConfig(), description="Endpoint scraper.")
     reporter: ReporterConfig = Field(default_factory=lambda: ReporterConfig(), description="Sample reporter.")
+    correction: CorrectionConfig = Field(
+        default_factory=lambda: CorrectionConfig(), description="Per-pod correction of predictions.")
+    drift: DriftConfig = Field(default_factory=lambda: DriftConfig(), description="Drift detection and alarm.")
+    prediction_quantile: float = Field(
+        default=0.9, description="Quantile the pools' models predict (the trainer's LATENCY_QUANTILE_ALPHA): the "
+        "correction's target quantile and the pinball loss's.", gt=0, lt=1)
     predictor_timeout_ms: float = Field(
         default=5.0, description="Budget from the start of a decision to the predictions; then the fallback.", gt=0)
     predictor_http_timeout_ms: float = Field(

@@ -78,11 +78,15 @@ class EndpointState:
         entry.first_token_seen = True
         self._prefill[entry.pod] -= entry.uncached
 
-    def complete(self, key: int | str) -> None:
+    def complete(self, key: int | str) -> bool:
+        """Release the request; True when its first token had been seen (its TTFT was measured)."""
+        entry = self._open.get(key)
+        streamed = entry is not None and entry.first_token_seen
         self.first_token(key)
         entry = self._open.pop(key, None)
         if entry is not None:
             self._running[entry.pod] -= 1
+        return streamed
 
     def running(self, pod: str) -> int:
         return self._running.get(pod, 0)
@@ -93,7 +97,8 @@ class EndpointState:
     # -- features ---------------------------------------------------------------------------
     def feature_rows(self, pool: PoolConfig, prompt_tokens: int, prefix_scores: Sequence[float]) -> list[Row]:
         """The contract fields per pod of ``pool`` (num_tokens_generated = 1, as the EPP sends; what the
-        router does not measure — decode tokens in flight, encoder sizes — keeps its default)."""
+        router does not measure — decode tokens in flight, encoder sizes — keeps its default) plus the
+        configured ``pod_class``."""
         snap = self._snapshot
         rows: list[Row] = []
         for pod, prefix in zip(pool.pods, prefix_scores, strict=True):
@@ -107,5 +112,6 @@ class EndpointState:
                 "prefix_cache_score": prefix,
                 "pod_type": pool.pod_type,
                 "prefill_tokens_in_flight": max(self._prefill[pod], 0),
+                "pod_class": pool.class_of(pod),
             }))
         return rows

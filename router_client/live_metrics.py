@@ -1,53 +1,27 @@
 """Prometheus metrics of the router client, on the router's own ``CollectorRegistry``.
 
-Live prediction error: over the last ``window`` served (prediction, actual) pairs per pool and
-model, ``coverage`` = share with actual ≤ predicted (the quantile target, e.g. 0.9) and ``mape``
-= mean |predicted − actual| / actual.
+Counters and histograms are updated on the hot path; the per-pod correction factors and the drift
+series (coverage, pinball, MAPE, alarm) are read from their owners at scrape time by
+:class:`AdaptiveCollector` (a correction factor decays with time, so it is computed when asked).
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Callable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from router_client.correction import PodCorrection
+from router_client.drift import DriftMonitor
 
 _DECISION_BUCKETS = (5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 1.0)
-
-
-class RollingError:
-    """Coverage and MAPE over the last ``size`` pairs, maintained incrementally."""
-
-    def __init__(self, size: int) -> None:
-        self._pairs: deque[tuple[bool, float]] = deque(maxlen=size)
-        self._covered = 0
-        self._ape = 0.0
-
-    def add(self, predicted: float, actual: float) -> None:
-        if len(self._pairs) == self._pairs.maxlen:
-            old_cov, old_ape = self._pairs[0]
-            self._covered -= old_cov
-            self._ape -= old_ape
-        covered = actual <= predicted
-        ape = abs(predicted - actual) / actual if actual > 0 else 0.0
-        self._pairs.append((covered, ape))
-        self._covered += covered
-        self._ape += ape
-
-    @property
-    def count(self) -> int:
-        return len(self._pairs)
-
-    @property
-    def coverage(self) -> float:
-        return self._covered / len(self._pairs) if self._pairs else 0.0
-
-    @property
-    def mape(self) -> float:
-        return self._ape / len(self._pairs) if self._pairs else 0.0
+_SERIES = ("pool", "pod", "target")
 
 
 class RouterMetrics:
-    def __init__(self, registry: CollectorRegistry, window: int) -> None:
+    def __init__(self, registry: CollectorRegistry) -> None:
         r = registry
         self.decisions = Counter("router_decisions_total", "Routing decisions.", ["pool", "outcome", "reason"],
                                  registry=r)
@@ -61,24 +35,20 @@ class RouterMetrics:
                            registry=r)
         self.samples = Counter("router_training_samples_total", "Training rows by outcome (queued, sent, "
                                "dropped_buffer_full, rejected, no_trainer).", ["pool", "outcome"], registry=r)
-        self.pairs = Counter("router_prediction_pairs_total", "Served (prediction, actual) pairs.",
-                             ["pool", "model"], registry=r)
-        self.coverage = Gauge("router_prediction_coverage", "Share of recent actuals ≤ prediction.",
-                              ["pool", "model"], registry=r)
-        self.mape = Gauge("router_prediction_mape", "Recent mean absolute percentage error.", ["pool", "model"],
-                          registry=r)
         self.slo_checked = Counter("router_slo_requests_total", "Completed requests carrying an SLO.",
                                    ["pool", "slo"], registry=r)
         self.slo_violations = Counter("router_slo_violations_total", "Completed requests that missed their SLO.",
                                       ["pool", "slo"], registry=r)
-        self._window = window
-        self._errors: dict[tuple[str, str], RollingError] = {}
         self._fallback_counts: dict[tuple[str, str], float] = {}
+        self._shed_counts: dict[tuple[str, str], float] = {}
 
     def decided(self, pool: str, shed: bool, reason: str, seconds: float) -> None:
         code = reason.split(";", 1)[0].split(" ", 1)[0]
         self.decisions.labels(pool, "shed" if shed else "routed", code).inc()
         self.decision_seconds.labels(pool).observe(seconds)
+        if shed:
+            key = (pool, code)
+            self._shed_counts[key] = self._shed_counts.get(key, 0.0) + 1.0
 
     def fallback(self, pool: str, reason: str) -> None:
         self.fallbacks.labels(pool, reason).inc()
@@ -87,6 +57,10 @@ class RouterMetrics:
 
     def fallback_counts(self) -> dict[tuple[str, str], float]:
         return dict(self._fallback_counts)
+
+    def shed_counts(self) -> dict[tuple[str, str], float]:
+        """Decisions without a pod so far by (pool, reason code)."""
+        return dict(self._shed_counts)
 
     def scrape_error(self, pod: str, reason: str) -> None:
         self.scrape_errors.labels(pod, reason).inc()
@@ -97,22 +71,6 @@ class RouterMetrics:
     def sample(self, pool: str, outcome: str, n: int = 1) -> None:
         self.samples.labels(pool, outcome).inc(n)
 
-    def error_of(self, pool: str, model: str) -> RollingError:
-        key = (pool, model)
-        err = self._errors.get(key)
-        if err is None:
-            err = self._errors[key] = RollingError(self._window)
-        return err
-
-    def _pair(self, pool: str, model: str, predicted: float | None, actual: float | None) -> None:
-        if predicted is None or actual is None or actual <= 0:
-            return
-        err = self.error_of(pool, model)
-        err.add(predicted, actual)
-        self.pairs.labels(pool, model).inc()
-        self.coverage.labels(pool, model).set(err.coverage)
-        self.mape.labels(pool, model).set(err.mape)
-
     def _slo(self, pool: str, kind: str, slo: float | None, actual: float | None) -> None:
         if slo is None or actual is None:
             return
@@ -120,9 +78,53 @@ class RouterMetrics:
         if actual > slo:
             self.slo_violations.labels(pool, kind).inc()
 
-    def observed(self, pool: str, pred_ttft: float | None, pred_tpot: float | None, ttft: float,
-                 tpot: float | None, slo_ttft: float | None, slo_tpot: float | None) -> None:
-        self._pair(pool, "ttft", pred_ttft, ttft)
-        self._pair(pool, "tpot", pred_tpot, tpot)
+    def slo(self, pool: str, ttft: float | None, tpot: float | None, slo_ttft: float | None,
+            slo_tpot: float | None) -> None:
         self._slo(pool, "ttft", slo_ttft, ttft)
         self._slo(pool, "tpot", slo_tpot, tpot)
+
+
+class AdaptiveCollector(Collector):
+    """Correction factors and drift series, per (pool, pod, target), computed at scrape time."""
+
+    def __init__(self, correction: PodCorrection, drift: DriftMonitor, pool_of: Mapping[str, str],
+                 clock: Callable[[], float]) -> None:
+        self._correction = correction
+        self._drift = drift
+        self._pool_of = pool_of
+        self._clock = clock
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._clock()
+        factor = GaugeMetricFamily("router_pod_correction", "Per-pod factor applied to the model's predictions.",
+                                   labels=_SERIES)
+        for pod, target in self._correction.keys():
+            factor.add_metric([self._pool_of.get(pod, ""), pod, target], self._correction.factor(pod, target, now))
+        yield factor
+        families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+            "pairs": CounterMetricFamily("router_prediction_pairs", "Served (prediction, actual) pairs.",
+                                         labels=_SERIES),
+            "coverage": GaugeMetricFamily("router_prediction_coverage", "Recent share of actuals <= the prediction "
+                                          "the router acted on (time-weighted; pod=\"all\": the pool).",
+                                          labels=_SERIES),
+            "model_coverage": GaugeMetricFamily("router_model_coverage", "Recent share of actuals <= the raw model "
+                                                "prediction (before the per-pod correction).", labels=_SERIES),
+            "pinball_ms": GaugeMetricFamily("router_prediction_pinball", "Recent pinball loss (ms) of the prediction "
+                                            "the router acted on.", labels=_SERIES),
+            "model_pinball_ms": GaugeMetricFamily("router_model_pinball", "Recent pinball loss (ms) of the raw model "
+                                                  "prediction.", labels=_SERIES),
+            "mape": GaugeMetricFamily("router_prediction_mape", "Recent mean absolute percentage error.",
+                                      labels=_SERIES),
+            "alarm": GaugeMetricFamily("router_drift_alarm", "1 while coverage has been out of band for "
+                                       "drift.alarm_after_s.", labels=_SERIES),
+        }
+        for key in self._drift.keys():
+            state = self._drift.state(*key)
+            if state is None:
+                continue
+            for name, family in families.items():
+                family.add_metric(list(key), float(getattr(state, name)))
+        yield from families.values()

@@ -15,16 +15,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 import httpx
 from prometheus_client import CollectorRegistry
 
 from router_client.classifier import Budget, PoolClassifier
 from router_client.config import PoolConfig, RouterConfig
+from router_client.correction import PodCorrection
+from router_client.drift import DriftMonitor
 from router_client.endpoints import EndpointState
 from router_client.errors import PredictionUnavailable
 from router_client.http1 import Http1Pool
-from router_client.live_metrics import RouterMetrics
+from router_client.live_metrics import AdaptiveCollector, RouterMetrics
 from router_client.pipeline import DecisionCore, Outcome
 from router_client.predictor_client import PredictorClient
 from router_client.prefix_index import PrefixIndex, text_block_hashes
@@ -32,6 +35,7 @@ from router_client.reporter import SampleReporter, training_row
 from router_client.request import RequestInfo
 from router_client.scheduling.contracts import Candidate, SchedulingRequest
 from router_client.scraper import MetricsScraper
+from router_client.status import StatusSources, build_status
 
 __all__ = ["Decision", "RequestInfo", "Router"]
 
@@ -51,6 +55,7 @@ class Decision:
     reason: str
     predicted_ttft_ms: float | None = None
     predicted_tpot_ms: float | None = None
+    """Predictions the decision acted on: the model's, times the pod's correction factor."""
     fallback: bool = False
     features: Mapping[str, float | int | str] = field(default_factory=dict)
     dispatched_at: float = 0.0
@@ -64,6 +69,9 @@ class Decision:
     info: RequestInfo | None = None
     dispatch_id: int = 0
     """Router-internal key of the in-flight entry (request ids supplied by clients may repeat)."""
+    raw_predicted_ttft_ms: float | None = None
+    raw_predicted_tpot_ms: float | None = None
+    """The model's own predictions for the chosen pod (before the per-pod correction)."""
 
 
 class Router:
@@ -73,8 +81,12 @@ class Router:
         self.config = config
         self._clock = clock
         self.metrics_registry = CollectorRegistry()
-        self._metrics = RouterMetrics(self.metrics_registry, config.reporter.error_window)
+        self._metrics = RouterMetrics(self.metrics_registry)
         self._pools = MappingProxyType({p.name: p for p in config.pools})
+        self.correction = PodCorrection(config.correction, config.prediction_quantile)
+        self.drift = DriftMonitor(config.drift, config.prediction_quantile)
+        self.metrics_registry.register(AdaptiveCollector(
+            self.correction, self.drift, {pod: p.name for p in config.pools for pod in p.pods}, clock))
         self._classifier = PoolClassifier(config.classifier, config.pools)
         self._state = EndpointState(config.pools, config.scraper.stale_after_s, clock)
         self._prefix = PrefixIndex([pod for p in config.pools for pod in p.pods], config.prefix.capacity_blocks)
@@ -86,6 +98,7 @@ class Router:
         self._predictors: dict[str, PredictorClient] = {}
         self._anon = 0
         self._dispatches = 0
+        self._routed: dict[str, int] = {}
 
     @property
     def pools(self) -> Mapping[str, PoolConfig]:
@@ -136,7 +149,8 @@ class Router:
                                    self.config.prefix.max_blocks_per_request)
         pool_cfg = self._pools[pool]
         rows = self._state.feature_rows(pool_cfg, budget.prompt_tokens, self._prefix.scores(pool_cfg.pods, hashes))
-        predictions, fallback_reason = await self._predict(pool, rows, started)
+        raw, fallback_reason = await self._predict(pool, rows, started)
+        predictions = None if raw is None else self.correction.apply(pool_cfg.pods, raw, self._clock())
         request = SchedulingRequest(
             info.request_id, budget.prompt_tokens,
             info.slo_ttft_ms if info.slo_ttft_ms is not None else self.config.slo.default_ttft_ms,
@@ -144,8 +158,9 @@ class Router:
             info.sheddable)
         candidates = self._live(_candidates(self._pools[pool].pods, rows, predictions))
         outcome = self._core.decide(pool, request, candidates)
-        decision = self._finish(info, budget, rows, outcome, fallback_reason)
+        decision = self._finish(info, budget, rows, outcome, fallback_reason, raw)
         if decision.pod_url is not None:
+            self._routed[decision.pod_url] = self._routed.get(decision.pod_url, 0) + 1
             self._state.dispatch(decision.dispatch_id, decision.pod_url, decision.uncached_prefill_tokens)
             self._prefix.record(decision.pod_url, hashes)
         self._metrics.decided(pool, decision.shed, decision.reason, self._clock() - started)
@@ -173,7 +188,7 @@ class Router:
             return None, exc.reason
 
     def _finish(self, info: RequestInfo, budget: Budget, rows: list[Features], outcome: Outcome,
-                fallback_reason: str | None) -> Decision:
+                fallback_reason: str | None, raw: list[tuple[float, float]] | None) -> Decision:
         base = Decision(request_id=info.request_id, pool=budget.pool, pod_url=None, shed=True, reason=outcome.reason,
                         fallback=fallback_reason is not None, dispatched_at=self._clock(),
                         prompt_tokens=budget.prompt_tokens, prompt_tokens_estimated=budget.estimated,
@@ -186,8 +201,10 @@ class Router:
         chosen = outcome.candidates[outcome.index]
         self._dispatches += 1
         reason = outcome.reason if fallback_reason is None else f"{outcome.reason};fallback={fallback_reason}"
+        raw_ttft, raw_tpot = raw[chosen.row] if raw is not None else (None, None)
         return replace(base, pod_url=chosen.pod, shed=False, reason=reason,
                        predicted_ttft_ms=chosen.predicted_ttft_ms, predicted_tpot_ms=chosen.predicted_tpot_ms,
+                       raw_predicted_ttft_ms=raw_ttft, raw_predicted_tpot_ms=raw_tpot,
                        features=rows[outcome.row], dispatch_id=self._dispatches,
                        uncached_prefill_tokens=round(budget.prompt_tokens * (1.0 - chosen.prefix_score)))
 
@@ -200,10 +217,11 @@ class Router:
     def on_complete(self, decision: Decision, ttft_ms: float, e2e_ms: float, output_tokens: int,
                     prompt_tokens: int | None = None, error: bool = False) -> None:
         """The response ended: release in-flight state, learn bytes/token and output history, and
-        (unless ``error``) queue the training sample and record (prediction, actual) pairs."""
+        (unless ``error``) queue the training sample. When a first token was seen (a stream), the
+        (prediction, actual) pairs also feed the per-pod correction and drift detection."""
         if decision.pod_url is None:
             return
-        self._state.complete(decision.dispatch_id)
+        streamed = self._state.complete(decision.dispatch_id)
         info = decision.info
         if info is not None and not error:
             self._classifier.observe(info, prompt_tokens, output_tokens)
@@ -213,15 +231,38 @@ class Router:
         row = training_row(decision.features, ttft_ms, max(tpot_ms, 0.0), prompt_tokens)
         if self._reporter is not None:
             self._reporter.add(decision.pool, row)
+        tpot = tpot_ms if output_tokens > 1 else None
         slo_ttft = info.slo_ttft_ms if info and info.slo_ttft_ms is not None else self.config.slo.default_ttft_ms
         slo_tpot = info.slo_tpot_ms if info and info.slo_tpot_ms is not None else self.config.slo.default_tpot_ms
-        self._metrics.observed(decision.pool, decision.predicted_ttft_ms, decision.predicted_tpot_ms, ttft_ms,
-                               tpot_ms if output_tokens > 1 else None, slo_ttft, slo_tpot)
+        self._metrics.slo(decision.pool, ttft_ms, tpot, slo_ttft, slo_tpot)
+        if streamed:
+            self._learn(decision, ttft_ms, tpot)
+
+    def _learn(self, d: Decision, ttft_ms: float, tpot_ms: float | None) -> None:
+        now, pod = self._clock(), d.pod_url or ""
+        for target, predicted, raw, actual in (("ttft", d.predicted_ttft_ms, d.raw_predicted_ttft_ms, ttft_ms),
+                                               ("tpot", d.predicted_tpot_ms, d.raw_predicted_tpot_ms, tpot_ms)):
+            self.correction.observe(pod, target, raw, actual, now)
+            self.drift.observe(d.pool, pod, target, predicted, raw, actual, now)
 
     # -- introspection (tests, /status of the proxy) -------------------------------------------
     def fallback_counts(self) -> dict[tuple[str, str], float]:
         """Fallbacks so far by (pool, reason)."""
         return self._metrics.fallback_counts()
+
+    def shed_counts(self) -> dict[tuple[str, str], float]:
+        """Decisions without a pod so far by (pool, reason code)."""
+        return self._metrics.shed_counts()
+
+    def share(self, pool: str, pod: str) -> float:
+        """The pod's recent share of its pool's decisions (decayed over ``scheduler.share_window``)."""
+        return self._core.balancer.share(pool, pod)
+
+    def status(self) -> dict[str, Any]:
+        """The JSON document of the proxy's ``GET /status`` (see ``router_client/status.py``)."""
+        sources = StatusSources(self.config, self.correction, self.drift, self._state, self.share, self._routed,
+                                self._metrics.fallback_counts(), self._metrics.shed_counts())
+        return build_status(sources, self._clock())
 
     def in_flight(self, pod_url: str) -> int:
         return self._state.running(pod_url)

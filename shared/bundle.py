@@ -224,7 +224,8 @@ def _check_header(manifest: Any) -> None:
         raise BundleError(f"unsupported bundle format_version {manifest.get('format_version')!r}")
     if manifest.get("feature_spec_version") != FEATURE_SPEC_VERSION:
         raise BundleError(f"bundle feature_spec_version {manifest.get('feature_spec_version')!r} != "
-                          f"{FEATURE_SPEC_VERSION}")
+                          f"{FEATURE_SPEC_VERSION} (built for another feature spec: its models read other "
+                          "columns; a model trained on this build's spec is needed)")
     if not isinstance(manifest.get("models"), dict) or not isinstance(manifest.get("files"), dict):
         raise BundleError("manifest lacks models/files")
 

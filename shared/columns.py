@@ -9,7 +9,7 @@ row and field, so a bulk write is all-or-nothing and the client learns exactly w
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from shared.errors import RequestValidationFailed
-from shared.features import FEATURE_FIELDS, TARGET_FIELDS, FieldKind, RawField, pod_type_code
+from shared.features import FEATURE_FIELDS, TARGET_FIELDS, FieldKind, RawField
 
 MAX_REPORTED_ERRORS = 1000
 
@@ -106,18 +106,25 @@ def _range_errors(values: np.ndarray, field: RawField, upper: float | None, root
     return errors
 
 
-def _pod_types(rows: Sequence[Any], root: list[Any]) -> tuple[np.ndarray, list[dict]]:
+def _labels(rows: Sequence[Any], field: RawField, root: list[Any]) -> tuple[np.ndarray, list[dict]]:
     errors: list[dict] = []
     codes = np.zeros(len(rows), dtype=np.float64)
+    encode = _encoder(field)
     for i, row in enumerate(rows):
-        value = row.get("pod_type")
+        value = row.get(field.name)
         if value is None or value == "":
             continue
         if not isinstance(value, str):
-            errors.append(_err("string_type", [*root, i, "pod_type"], "Input should be a valid string", value))
+            errors.append(_err("string_type", [*root, i, field.name], "Input should be a valid string", value))
             continue
-        codes[i] = pod_type_code(value)
+        codes[i] = encode(value)
     return codes, errors
+
+
+def _encoder(field: RawField) -> Callable[[str | None], int]:
+    if field.encode is None:
+        raise TypeError(f"label field {field.name!r} has no encoder")
+    return field.encode
 
 
 def upper_bound(field: RawField, bounds: Bounds) -> float:
@@ -143,8 +150,9 @@ def to_columns(rows: Any, root: Sequence[Any], *, targets: bool = False, bounds:
                max_errors: int = MAX_REPORTED_ERRORS) -> dict[str, np.ndarray]:
     """Validate ``rows`` (a list of JSON objects) into float64 columns, or raise 422.
 
-    ``root`` is the ``loc`` prefix, e.g. ``["body", "requests"]``. ``pod_type`` becomes the
-    numeric ``pod_type_cat`` code. With ``targets`` the two ``actual_*`` fields are required.
+    ``root`` is the ``loc`` prefix, e.g. ``["body", "requests"]``. Label fields (``pod_type``,
+    ``pod_class``) become their numeric codes (``shared.features``); absent or null → 0. With
+    ``targets`` the two ``actual_*`` fields are required.
     """
     base = list(root)
     limits = bounds or Bounds()
@@ -158,7 +166,7 @@ def to_columns(rows: Any, root: Sequence[Any], *, targets: bool = False, bounds:
 
 def _fast_columns(rows: list[dict], fields: tuple[RawField, ...], limits: Bounds) -> dict[str, np.ndarray] | None:
     """The common case in one conversion: every numeric key present and valid; ``None`` otherwise."""
-    numeric = [f for f in fields if f.kind is not FieldKind.POD_TYPE]
+    numeric = [f for f in fields if f.kind is not FieldKind.LABEL]
     getter = itemgetter(*[f.name for f in numeric])
     try:
         try:
@@ -175,13 +183,27 @@ def _fast_columns(rows: list[dict], fields: tuple[RawField, ...], limits: Bounds
     with np.errstate(invalid="ignore"):
         ok = bool(np.isfinite(matrix).all() and (matrix >= 0).all() and (matrix <= uppers).all())
         ok = ok and bool((matrix[:, ints] == np.floor(matrix[:, ints])).all())
-    pod_types = [row.get("pod_type") for row in rows]
-    if not ok or not all(v is None or isinstance(v, str) for v in pod_types):
+    if not ok:
         return None
     cols = {f.name: matrix[:, j] for j, f in enumerate(numeric)}
-    cols["pod_type"] = np.array([pod_type_code(v) for v in pod_types], dtype=np.float64) if any(pod_types) \
-        else np.zeros(len(rows))
+    for field in fields:
+        if field.kind is FieldKind.LABEL:
+            codes = _fast_labels(rows, field)
+            if codes is None:
+                return None
+            cols[field.name] = codes
     return cols
+
+
+def _fast_labels(rows: list[dict], field: RawField) -> np.ndarray | None:
+    """Codes of one label field when every value is a string or absent/null; ``None`` otherwise."""
+    values = [row.get(field.name) for row in rows]
+    if not any(values):
+        return np.zeros(len(rows)) if all(v is None or v == "" for v in values) else None
+    if not all(v is None or isinstance(v, str) for v in values):
+        return None
+    encode = _encoder(field)
+    return np.array([encode(v) for v in values], dtype=np.float64)
 
 
 def _checked_columns(rows: list[dict], fields: tuple[RawField, ...], limits: Bounds, base: list[Any],
@@ -190,8 +212,8 @@ def _checked_columns(rows: list[dict], fields: tuple[RawField, ...], limits: Bou
     cols: dict[str, np.ndarray] = {}
     errors: list[dict] = []
     for field in fields:
-        if field.kind is FieldKind.POD_TYPE:
-            cols[field.name], problems = _pod_types(rows, base)
+        if field.kind is FieldKind.LABEL:
+            cols[field.name], problems = _labels(rows, field, base)
         else:
             cols[field.name], problems = _field_values(rows, field, base)
             problems += _range_errors(cols[field.name], field, upper_bound(field, limits), base, rows)

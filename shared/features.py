@@ -3,18 +3,25 @@
 Raw request fields arrive as numpy columns (see ``shared.columns``); ``FeatureSpec.matrix``
 turns them into the float32 matrix each model reads, computing the derived features
 vectorised. Column order and names are wire-visible (importances, tree dumps).
+
+Adding a feature = one :class:`RawField` in ``FEATURE_FIELDS`` (+ its model column in
+``FeatureSpec.columns``, + a ``FEATURE_SPEC_VERSION`` bump) and the code that measures it; the row
+builders below, validation, the trainer's log (by column name) and the prior follow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from types import MappingProxyType
 
 import numpy as np
 
-FEATURE_SPEC_VERSION = 1
+FEATURE_SPEC_VERSION = 2
+"""1: the eleven llm-d fields. 2: + the ``pod_class`` extension (read by both models)."""
 
 
 POD_TYPE_OTHER = 3
@@ -24,7 +31,8 @@ POD_TYPE_OTHER = 3
 class FieldKind(StrEnum):
     INT = "int"
     FLOAT = "float"
-    POD_TYPE = "pod_type"
+    LABEL = "label"
+    """A string on the wire (null ≡ ""), a number in columns: the field's ``encode`` maps it."""
 
 
 @dataclass(frozen=True)
@@ -43,33 +51,18 @@ class RawField:
     upper: float | None = None
     typical: tuple[float, float] = (0.0, 0.0)
     idle_share: float = 0.0
+    encode: Callable[[str | None], int] | None = None
+    """LABEL fields: the documented, stateless string → code mapping."""
+    extension: bool = False
+    """Ours, not in llm-d's wire contract: optional, and echoed back only when the client sent it."""
 
     @property
     def wire_default(self) -> float | int | str:
-        """The default as a client would send it (``""`` for pod_type)."""
-        if self.kind is FieldKind.POD_TYPE:
+        """The default as a client would send it (``""`` for labels)."""
+        if self.kind is FieldKind.LABEL:
             return ""
         return int(self.default) if self.kind is FieldKind.INT else float(self.default)
 
-
-FEATURE_FIELDS: tuple[RawField, ...] = (
-    RawField("kv_cache_percentage", FieldKind.FLOAT, True, upper=1.0, typical=(0.0, 1.0)),
-    RawField("input_token_length", FieldKind.INT, True, typical=(0, 32_768)),
-    RawField("num_request_waiting", FieldKind.INT, True, typical=(0, 64), idle_share=0.5),
-    RawField("num_request_running", FieldKind.INT, True, typical=(0, 256)),
-    RawField("num_tokens_generated", FieldKind.INT, True),
-    RawField("prefix_cache_score", FieldKind.FLOAT, True, upper=1.0, typical=(0.0, 1.0)),
-    RawField("pod_type", FieldKind.POD_TYPE, False, typical=(0, POD_TYPE_OTHER + 1)),
-    RawField("prefill_tokens_in_flight", FieldKind.INT, False, typical=(0, 65_536)),
-    RawField("decode_tokens_in_flight", FieldKind.INT, False, typical=(0, 200_000)),
-    RawField("encoder_input_size", FieldKind.INT, False),
-    RawField("encoder_matched_size", FieldKind.INT, False),
-)
-TARGET_FIELDS: tuple[RawField, ...] = (
-    RawField("actual_ttft_ms", FieldKind.FLOAT, True),
-    RawField("actual_tpot_ms", FieldKind.FLOAT, True),
-)
-RAW_FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in FEATURE_FIELDS)
 
 # pod_type → pod_type_cat. Contract §2.1: any string is accepted. "" / null is a monolithic
 # pod; llm-d role labels that serve whole requests map to it too; unknown roles → OTHER.
@@ -89,6 +82,43 @@ POD_TYPE_CODES: Mapping[str, int] = MappingProxyType(
 def pod_type_code(value: str | None) -> int:
     """Documented mapping of a ``pod_type`` string to ``pod_type_cat`` (unknown → 3)."""
     return POD_TYPE_CODES.get(value or "", POD_TYPE_OTHER)
+
+
+POD_CLASS_MODULUS = 1 << 23
+"""Codes stay below 2^23 + 2, so they are exact in the models' float32 matrices."""
+
+
+@lru_cache(maxsize=4096)
+def pod_class_code(value: str | None) -> int:
+    """``pod_class`` (GPU type / engine config, e.g. ``"a100-tp1"``) → a number, without any
+    vocabulary: ``crc32(UTF-8) mod 2^23 + 1``; ``""`` / null (unknown class) → 0. Trainer,
+    predictor, router and replay compute the same code for the same string."""
+    if not value:
+        return 0
+    return zlib.crc32(value.encode("utf-8")) % POD_CLASS_MODULUS + 1
+
+
+FEATURE_FIELDS: tuple[RawField, ...] = (
+    RawField("kv_cache_percentage", FieldKind.FLOAT, True, upper=1.0, typical=(0.0, 1.0)),
+    RawField("input_token_length", FieldKind.INT, True, typical=(0, 32_768)),
+    RawField("num_request_waiting", FieldKind.INT, True, typical=(0, 64), idle_share=0.5),
+    RawField("num_request_running", FieldKind.INT, True, typical=(0, 256)),
+    RawField("num_tokens_generated", FieldKind.INT, True),
+    RawField("prefix_cache_score", FieldKind.FLOAT, True, upper=1.0, typical=(0.0, 1.0)),
+    RawField("pod_type", FieldKind.LABEL, False, typical=(0, POD_TYPE_OTHER + 1), encode=pod_type_code),
+    RawField("prefill_tokens_in_flight", FieldKind.INT, False, typical=(0, 65_536)),
+    RawField("decode_tokens_in_flight", FieldKind.INT, False, typical=(0, 200_000)),
+    RawField("encoder_input_size", FieldKind.INT, False),
+    RawField("encoder_matched_size", FieldKind.INT, False),
+    RawField("pod_class", FieldKind.LABEL, False, encode=pod_class_code, extension=True),
+)
+"""The eleven llm-d PredictionRequest fields, then our extensions (``pod_class``)."""
+TARGET_FIELDS: tuple[RawField, ...] = (
+    RawField("actual_ttft_ms", FieldKind.FLOAT, True),
+    RawField("actual_tpot_ms", FieldKind.FLOAT, True),
+)
+RAW_FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in FEATURE_FIELDS)
+LABEL_FIELDS: tuple[RawField, ...] = tuple(f for f in FEATURE_FIELDS if f.kind is FieldKind.LABEL)
 
 
 def is_queued(waiting: np.ndarray) -> np.ndarray:
@@ -149,9 +179,9 @@ class FeatureSpec:
             if self.encoder:
                 head += ["encoder_matched_size", "encoder_input_size"]
             return (*head, "prefix_cache_score", "effective_input_tokens", "prefill_score_bucket",
-                    "pod_type_cat")
+                    "pod_type_cat", "pod_class")
         if model == "tpot":
-            return (*head, "num_tokens_generated", "pod_type_cat")
+            return (*head, "num_tokens_generated", "pod_type_cat", "pod_class")
         raise KeyError(f"unknown model {model!r}")
 
     def matrix(self, model: str, cols: Columns) -> np.ndarray:
@@ -196,7 +226,7 @@ def feature_row(values: Mapping[str, float | int | str]) -> FeatureRow:
 
 
 def feature_columns(values: Mapping[str, np.ndarray | float], n: int) -> dict[str, np.ndarray]:
-    """Raw float64 columns (pod_type as its code) for ``n`` rows: arrays are taken as they are,
+    """Raw float64 columns (labels as their codes) for ``n`` rows: arrays are taken as they are,
     scalars broadcast, absent optional fields default. Same rules as :func:`feature_row`."""
     unknown = set(values) - set(RAW_FEATURE_NAMES)
     if unknown:

@@ -28,10 +28,16 @@ def ref(name: str) -> Schema:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+LABELS = {
+    "pod_type": "llm-d role label; any string is accepted, null or absent = \"\" (monolithic).",
+    "pod_class": "Extension: the pod's hardware / engine class (e.g. GPU type); any string, \"\" = unknown. "
+                 "Clients that never send it keep working.",
+}
+
+
 def field_schema(field: RawField, bounds: Bounds) -> Schema:
-    if field.kind is FieldKind.POD_TYPE:
-        return {"type": ["string", "null"], "default": "",
-                "description": "llm-d role label; any string is accepted, null or absent = \"\" (monolithic)."}
+    if field.kind is FieldKind.LABEL:
+        return {"type": ["string", "null"], "default": "", "description": LABELS.get(field.name, "A label string.")}
     schema: Schema = {"type": "integer" if field.kind is FieldKind.INT else "number", "minimum": 0,
                       "maximum": upper_bound(field, bounds)}
     if not field.required:

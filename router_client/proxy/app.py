@@ -1,11 +1,11 @@
 """The OpenAI-compatible routing proxy as a Starlette app (built by ``create_app``; no globals).
 
 Routes: ``POST /v1/completions``, ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /healthz``,
-``GET /readyz``, ``GET /metrics``. The two completion routes are the hot path: :class:`ProxyApp`
-dispatches them itself, before Starlette's routing and middleware (≈10 % of the proxy's CPU per
-request in a profile), and maps their ``ProxyError`` with the same ``proxy_error_response``; every
-other route goes through Starlette. The lifespan starts the router library (scraper, reporter,
-predictor clients) and the shared keep-alive client to the pods, and closes both at shutdown.
+``GET /readyz``, ``GET /metrics``, ``GET /status`` (the router's state as JSON). The two completion routes
+are the hot path: :class:`ProxyApp` dispatches them itself, before Starlette's routing and middleware (≈10 %
+of the proxy's CPU per request in a profile), and maps their ``ProxyError`` with the same
+``proxy_error_response``; every other route goes through Starlette. The lifespan starts the router library
+(scraper, reporter, predictor clients) and the shared keep-alive client to the pods, and closes both at shutdown.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from router_client.proxy.metrics import ProxyMetrics
 from router_client.proxy.models import ModelCatalog
 from router_client.proxy.parsing import CHAT, COMPLETIONS
 from router_client.router import Router
+from shared.jsonbody import dumps
 
 _PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 _COMPLETION_ROUTES = frozenset((COMPLETIONS, CHAT))
@@ -67,6 +68,11 @@ async def readyz(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     state = _state(request)
     return Response(state.metrics.render(state.router.metrics_registry), media_type=_PROMETHEUS)
+
+
+async def status(request: Request) -> Response:
+    state = _state(request)
+    return Response(dumps(state.router.status()), media_type="application/json")
 
 
 class ProxyApp(Starlette):
@@ -137,6 +143,7 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route("/status", status, methods=["GET"]),
     ]
     return ProxyApp(routes=routes, lifespan=lifespan, exception_handlers=dict(EXCEPTION_HANDLERS))
 

@@ -13,7 +13,7 @@ from router_client.errors import RouterConfigError
 from router_client.scheduling.contracts import Filter, Picker, Scorer
 from router_client.scheduling.filters import prefix_affinity, slo_headroom
 from router_client.scheduling.pickers import max_score, weighted_random
-from router_client.scheduling.scorers import composite, latency_headroom
+from router_client.scheduling.scorers import composite, kv_utilization, latency_headroom, prefix_cache, queue_depth
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,9 @@ def default_registry() -> PluginRegistry:
     reg.register("slo-headroom", "filter", slo_headroom.SloHeadroom, slo_headroom.Params)
     reg.register("latency-headroom", "scorer", latency_headroom.LatencyHeadroom, latency_headroom.Params)
     reg.register("composite", "scorer", composite.Composite, composite.Params)
+    reg.register("queue-scorer", "scorer", queue_depth.QueueDepth, queue_depth.Params)
+    reg.register("kv-cache-utilization-scorer", "scorer", kv_utilization.KvUtilization, kv_utilization.Params)
+    reg.register("prefix-cache-scorer", "scorer", prefix_cache.PrefixCache, prefix_cache.Params)
     reg.register("weighted-random", "picker", weighted_random.WeightedRandom, weighted_random.Params)
     reg.register("max", "picker", max_score.MaxScore, max_score.Params)
     return reg

@@ -24,7 +24,8 @@ from typing import Protocol, runtime_checkable
 from shared.features import RAW_FEATURE_NAMES, TARGET_FIELDS, FeatureRow, feature_row
 
 FEATURE_FIELDS: tuple[str, ...] = RAW_FEATURE_NAMES
-"""The PredictionRequest fields of the llm-d wire contract (section 2.1), in order (``shared.features``)."""
+"""The PredictionRequest fields of the llm-d wire contract (section 2.1), then our extensions (``pod_class``),
+in order (``shared.features``)."""
 
 TRAINING_FIELDS: tuple[str, ...] = FEATURE_FIELDS + tuple(f.name for f in TARGET_FIELDS)
 """Keys of a TrainingEntry row (section 2.2) as written by the replay."""
@@ -72,8 +73,8 @@ class PodSnapshot:
     """Router-side index: matched leading blocks / prompt blocks, 0..1."""
     pod_type: str = ""
     pod_class: str = ""
-    """Hardware / engine class of the pod (the preset name unless the cluster file names it), so a
-    router can learn per-class latency in a mixed pool. Not one of the eleven contract fields."""
+    """Hardware / engine class of the pod (the preset name unless the cluster file names it), sent as the
+    ``pod_class`` extension feature so one model can serve a mixed pool ("" = unknown)."""
 
     def features(self, request: RequestView, num_tokens_generated: int = 1) -> FeatureRow:
         """The contract fields exactly as a router sends them for this (request, pod); fields a router
@@ -87,6 +88,7 @@ class PodSnapshot:
             "prefix_cache_score": self.prefix_cache_score,
             "pod_type": self.pod_type,
             "prefill_tokens_in_flight": self.prefill_tokens_in_flight,
+            "pod_class": self.pod_class,
         })
 
 

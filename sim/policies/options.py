@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from router_client.config import ClassifierConfig, PluginSpec, SchedulerConfig
+from router_client.config import ClassifierConfig, CorrectionConfig, PluginSpec, SchedulerConfig
 
 
 class ReplayOptions(BaseModel):
@@ -27,13 +27,15 @@ class ReplayOptions(BaseModel):
     ttft_weight: float = Field(default=0.8, description="latency-headroom TTFT weight.", ge=0, le=1)
     prefix_affinity: bool = Field(default=True, description="Run the prefix-affinity filter.")
     sheddable: bool = Field(default=False, description="Requests may be shed when no pod meets the SLO.")
+    correction: bool = Field(
+        default=True, description="Per-pod correction of predictions (router_client/correction.py, virtual time).")
     short_pool: str = Field(default="short", description="dual-pool: short pool name.")
     long_pool: str = Field(default="long", description="dual-pool: long pool name.")
     output_threshold: int = Field(default=512, description="dual-pool: expected output above → long.", ge=0)
     total_threshold: int | None = Field(default=2048, description="dual-pool: prompt+output above → long.", ge=0)
     router_config: Path | None = Field(
-        default=None, description="JSON file {\"scheduler\": {...}, \"classifier\": {...}} (replaces the "
-        "scheduler/classifier built from the options above).")
+        default=None, description="JSON file {\"scheduler\": {...}, \"classifier\": {...}, \"correction\": {...}} "
+        "(each section replaces the one built from the options above).")
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReplayOptions:
@@ -62,11 +64,17 @@ class ReplayOptions(BaseModel):
                                 output_threshold_tokens=self.output_threshold,
                                 total_threshold_tokens=self.total_threshold)
 
+    def correction_config(self) -> CorrectionConfig:
+        file = self._file()
+        if "correction" in file:
+            return CorrectionConfig.model_validate(file["correction"])
+        return CorrectionConfig(enabled=self.correction)
+
     def _file(self) -> dict[str, Any]:
         if self.router_config is None:
             return {}
         data = orjson.loads(self.router_config.read_bytes())
-        unknown = set(data) - {"scheduler", "classifier"}
+        unknown = set(data) - {"scheduler", "classifier", "correction"}
         if unknown:
             raise ValueError(f"{self.router_config}: unknown keys {sorted(unknown)}")
         return dict(data)

@@ -6,6 +6,8 @@ per-route history percentile is used; then the pool's latency models (in-process
 ``retrain_interval_s`` of virtual time from the samples of completed requests) predict TTFT/TPOT
 for every candidate pod, and the same :class:`~router_client.pipeline.DecisionCore` as the live
 router filters, scores, picks or sheds. Before a pool's first fit the composite fallback scores.
+Predictions are multiplied by the router's per-pod correction factors (``router_client.correction``,
+learned from actual / raw prediction of completed requests, in virtual time) unless ``correction=false``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 
 from router_client.classifier import PoolClassifier
 from router_client.config import PoolConfig, SloConfig
+from router_client.correction import PodCorrection
 from router_client.pipeline import DecisionCore
 from router_client.scheduling.contracts import Candidate, SchedulingRequest
 from shared.columns import to_columns
@@ -56,20 +59,21 @@ class PredictedLatencyPolicy:
             self.classifier = PoolClassifier(cfg, [PoolConfig(name=p, pods=ids) for p, ids in pools.items()])
         self._next_retrain = self.opts.retrain_interval_s
         self.retrains = 0
+        self.correction = PodCorrection(self.opts.correction_config(), self.opts.alpha)
+        self._raw: dict[str, tuple[float, float]] = {}
+        """request id → the model's uncorrected (TTFT, TPOT) for the chosen pod, until it completes."""
 
     # -- policy protocol --------------------------------------------------------------------
     def choose(self, request: RequestView, pods: Sequence[PodSnapshot]) -> Decision:
         self._maybe_retrain(request.arrival_s)
         pool, cands = self._pool_of(request, pods)
-        model = self.models[pool].model
-        ttft = tpot = None
-        if model is not None:
-            cols = feature_columns(request, cands)
-            ttft, tpot = model.predict("ttft", cols), model.predict("tpot", cols)
+        raw = self._predict(pool, request, cands)
+        predicted = None if raw is None else self.correction.apply([p.pod_id for p in cands], raw,
+                                                                   request.arrival_s)
         candidates = [
             Candidate(p.pod_id, p.metrics.kv_cache_usage, p.metrics.num_requests_waiting, p.in_flight,
                       p.prefill_tokens_in_flight, p.prefix_cache_score,
-                      float(ttft[i]) if ttft is not None else None, float(tpot[i]) if tpot is not None else None, i)
+                      predicted[i][0] if predicted else None, predicted[i][1] if predicted else None, i)
             for i, p in enumerate(cands)
         ]
         sreq = SchedulingRequest(request.request_id, request.prompt_tokens, request.slo_ttft_ms,
@@ -80,14 +84,30 @@ class PredictedLatencyPolicy:
             return Decision(None, outcome.reason.split(" ", 1)[0], best.predicted_ttft_ms if best else None,
                             best.predicted_tpot_ms if best else None)
         chosen = candidates[outcome.index]
+        if raw is not None:
+            self._raw[request.request_id] = raw[chosen.row]
         return Decision.route(chosen.pod, chosen.predicted_ttft_ms, chosen.predicted_tpot_ms)
 
     def on_complete(self, completion: Completion) -> None:
         self.models[completion.pool if self.classifier is not None else ALL].add(completion.sample)
         if self.classifier is not None:
             self.classifier.history.observe("route:" + _ROUTE, completion.output_tokens)
+        raw = self._raw.pop(completion.request.request_id, None)
+        if raw is not None:
+            now = completion.finished_at_s
+            self.correction.observe(completion.pod_id, "ttft", raw[0], completion.ttft_ms, now)
+            if completion.output_tokens > 1:
+                self.correction.observe(completion.pod_id, "tpot", raw[1], completion.tpot_ms, now)
 
     # -- internals --------------------------------------------------------------------------
+    def _predict(self, pool: str, request: RequestView,
+                 cands: Sequence[PodSnapshot]) -> list[tuple[float, float]] | None:
+        model = self.models[pool].model
+        if model is None:
+            return None
+        cols = feature_columns(request, cands)
+        return list(zip(model.predict("ttft", cols).tolist(), model.predict("tpot", cols).tolist(), strict=True))
+
     def _maybe_retrain(self, now: float) -> None:
         if now < self._next_retrain:
             return

@@ -14,11 +14,12 @@ import xgboost as xgb
 
 from shared.bundle import build_manifest, sign, write_bundle
 from shared.columns import to_columns
-from shared.features import FEATURE_FIELDS, MODEL_NAMES, FeatureSpec, FieldKind
+from shared.features import FEATURE_FIELDS, MODEL_NAMES, FeatureSpec, FieldKind, pod_class_code
 from shared.predictor_settings import PredictorSettings
 from shared.timefmt import rfc3339
 
 POD_TYPES = ("", "prefill", "decode", "both", "encode-prefill", "role-nobody-knows", None)
+POD_CLASSES = ("", "a100", "h100", None)
 ALL_SPECS = [FeatureSpec(token_in_flight=t, encoder=e) for t in (True, False) for e in (True, False)]
 
 
@@ -36,7 +37,8 @@ def random_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
         optional = {"pod_type": POD_TYPES[int(rng.integers(0, len(POD_TYPES)))],
                     "prefill_tokens_in_flight": int(rng.integers(0, 20000)),
                     "decode_tokens_in_flight": int(rng.integers(0, 5000)),
-                    "encoder_input_size": int(rng.integers(0, 500)), "encoder_matched_size": int(rng.integers(0, 300))}
+                    "encoder_input_size": int(rng.integers(0, 500)), "encoder_matched_size": int(rng.integers(0, 300)),
+                    "pod_class": POD_CLASSES[int(rng.integers(0, len(POD_CLASSES)))]}
         row.update({k: v for k, v in optional.items() if rng.random() < 0.8})
         rows.append(row)
     return rows
@@ -50,7 +52,9 @@ def _targets(name: str, cols: Mapping[str, np.ndarray], rng: np.random.Generator
     base = cols["input_token_length"] * (1 - cols["prefix_cache_score"]) * 0.02 + cols["num_request_waiting"] * 15
     if name == "tpot":
         base = 8 + cols["num_request_running"] * 0.4 + cols["decode_tokens_in_flight"] * 0.002
-    return base + cols["prefill_tokens_in_flight"] * 0.01 + cols["pod_type"] * 3 + rng.gamma(2.0, 3.0, len(base))
+    slow_class = 40.0 * (cols["pod_class"] == pod_class_code("a100"))
+    return (base + cols["prefill_tokens_in_flight"] * 0.01 + cols["pod_type"] * 3 + slow_class
+            + rng.gamma(2.0, 3.0, len(base)))
 
 
 def train_booster(spec: FeatureSpec, name: str, trees: int, depth: int, seed: int = 0, rows: int = 600,

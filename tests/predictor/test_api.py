@@ -90,6 +90,29 @@ def test_unknown_pod_type_uses_documented_code(client: TestClient) -> None:
     assert (a["ttft_ms"], a["tpot_ms"]) == (b["ttft_ms"], b["tpot_ms"])
 
 
+@pytest.mark.parametrize("path", ["/predict", "/predict/bulk", "/predict/bulk/strict"])
+def test_old_client_without_pod_class(client: TestClient, path: str) -> None:
+    """A client that never heard of pod_class (every llm-d EPP) gets the unknown-class answer (code 0)."""
+    def ask(row: dict[str, Any]) -> tuple[float, float]:
+        r = client.post(path, json=row if path == "/predict" else {"requests": [row, row]})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        one = body if path == "/predict" else body["predictions"][0]
+        return one["ttft_ms"], one["tpot_ms"]
+    old = ask(_row())
+    assert old == ask(_row(pod_class="")) == ask(_row(pod_class=None))
+    assert ask(_row(pod_class="a100")) != old, "the bundle's models learned the a100 class"
+
+
+def test_pod_class_reaches_both_models(client: TestClient, shared_built: Built) -> None:
+    rows = [_row(pod_class="a100"), _row(pod_class="h100"), _row()]
+    got = client.post("/predict/bulk/strict", json={"requests": rows}).json()["predictions"]
+    want = shared_built.expected(rows)
+    for name in ("ttft", "tpot"):
+        assert [p[f"{name}_ms"] for p in got] == pytest.approx(list(want[name]), rel=1e-5)
+        assert want[name][0] > want[name][2] + 10, f"{name}: the slow class is predicted slower"
+
+
 def _detail(r: Any) -> list[dict[str, Any]]:
     assert r.status_code == 422, r.text
     detail = r.json()["detail"]
@@ -213,6 +236,9 @@ def test_not_ready_answers(empty_client: TestClient) -> None:
     assert body["errors"][1]["error"] == "Batch prediction error: 503: Models not ready"
     assert body["errors"][1]["request"]["pod_type"] == "decode"
     assert body["errors"][0]["request"]["prefill_tokens_in_flight"] == 0
+    assert "pod_class" not in body["errors"][0]["request"], "extensions are echoed only when sent"
+    echoed = c.post("/predict/bulk", json={"requests": [_row(pod_class="h100")]}).json()
+    assert echoed["errors"][0]["request"]["pod_class"] == "h100"
     status = c.get("/status").json()
     assert status["is_ready"] is False and status["last_model_load"] is None and status["bundle"] is None
     assert status["models_exist"]["ttft_model"] is False

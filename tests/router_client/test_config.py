@@ -35,6 +35,9 @@ BAD = [
     ("pool without pods", {"pools": [{"name": "a", "pods": []}]}, "pods"),
     ("duplicate pool names", {"pools": [BASE["pools"][0], BASE["pools"][0]]}, "duplicate"),
     ("too many coalesced rows", {**BASE, "max_coalesced_rows": 20000}, "max_coalesced_rows"),
+    ("pod_classes naming a stranger", {"pools": [{**BASE["pools"][0], "pod_classes": {"http://x:1": "h100"}}]},
+     "pod_classes names pods not in pods: \\['http://x:1'\\]"),
+    ("pod_class not a string", {"pools": [{**BASE["pools"][0], "pod_class": 3}]}, "pod_class"),
 ]
 
 

@@ -102,6 +102,22 @@ def test_composite(name: str, params: dict, cands: list, want: list[float]) -> N
     assert Composite(CompositeParams(**params)).score(REQ, cands) == pytest.approx(want)
 
 
+LLMD_CASES = [
+    # llm-d's default-profile scorers: (plugin, candidates, scores)
+    ("queue-scorer", [cand("a", waiting=0), cand("b", waiting=4), cand("c", waiting=2)], [1.0, 0.0, 0.5]),
+    ("queue-scorer", [cand("a", waiting=3), cand("b", waiting=3)], [1.0, 1.0]),
+    ("queue-scorer", [cand("a", waiting=1, running=40), cand("b", waiting=2)], [1.0, 0.0]),
+    ("kv-cache-utilization-scorer", [cand("a", kv=0.0), cand("b", kv=0.25), cand("c", kv=1.0)], [1.0, 0.75, 0.0]),
+    ("prefix-cache-scorer", [cand("a", prefix=0.0), cand("b", prefix=0.6)], [0.0, 0.6]),
+]
+
+
+@pytest.mark.parametrize(("plugin", "cands", "want"), LLMD_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(LLMD_CASES)])
+def test_llm_d_default_profile_scorers(plugin: str, cands: list, want: list[float]) -> None:
+    scorer = default_registry().scorer(PluginSpec(name=plugin))
+    assert scorer.score(REQ, cands) == pytest.approx(want)
+
+
 MAX_CASES = [
     ("clear max", [0.1, 0.9, 0.5], {1}),
     ("ties random among tops", [0.9, 0.2, 0.9], {0, 2}),

@@ -19,7 +19,7 @@ def row(i: int) -> dict[str, Any]:
 
 async def _run(trainers: dict[str, str | None], body: Any, **cfg: Any) -> Any:
     async with httpx.AsyncClient() as http:
-        metrics = RouterMetrics(CollectorRegistry(), 10)
+        metrics = RouterMetrics(CollectorRegistry())
         rep = SampleReporter(http, trainers, ReporterConfig(**cfg), metrics)
         return await body(rep, metrics)
 

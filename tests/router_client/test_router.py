@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
+from demo.prom import metric_value
 from router_client.config import RouterConfig
 from router_client.router import Decision, RequestInfo, Router
 
@@ -189,7 +190,9 @@ def test_samples_reach_trainer_and_live_error_is_exported(kit: Any, fake_predict
     assert row["actual_ttft_ms"] == 40.0 and row["actual_tpot_ms"] == pytest.approx(12.0)
     assert row["num_tokens_generated"] == 0 and row["input_token_length"] == 520
     # actual TTFT 40, 44, ..., 76 against a predicted 60 (nothing in flight) and an SLO of 55 ms
-    assert 'router_prediction_coverage{model="ttft",pool="short"} 0.6' in text
+    assert metric_value(text, "router_prediction_coverage", pool="short", pod="all", target="ttft") == \
+        pytest.approx(0.6, abs=0.01)
+    assert metric_value(text, "router_prediction_pairs_total", pool="short", pod="all", target="ttft") == 10
     assert 'router_slo_violations_total{pool="short",slo="ttft"} 6.0' in text
 
 
@@ -262,3 +265,59 @@ def test_when_every_pod_is_stale_all_stay_candidates(kit: Any, fake_predictor: t
 
         ds = run(config(urls, [purl], scraper={"interval_s": 0.05, "stale_after_s": 0.2}), body)
     assert all(d.pod_url in urls for d in ds) and not any(d.shed for d in ds)
+
+
+def test_slow_pod_is_corrected_and_shows_in_metrics_and_status(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    """Pod 0 answers 3× slower than predicted: after min_samples streamed pairs its predictions are scaled
+    by ≈ 3 (ratio taken against the raw prediction, recorded in the Decision), the other pod's are not;
+    the factor and the raw model's low coverage show in /metrics and status()."""
+    _, purl = fake_predictor
+    with pods(kit, 2) as (_, urls):
+        slow = urls[0]
+
+        async def body(router: Router) -> tuple[list[Decision], bytes, dict[str, Any]]:
+            seen = []
+            for i in range(120):
+                d = await router.decide(info(i))
+                seen.append(d)
+                router.on_first_token(d)
+                assert d.raw_predicted_ttft_ms is not None and d.raw_predicted_tpot_ms is not None
+                factor = 3.0 if d.pod_url == slow else 0.8
+                ttft = d.raw_predicted_ttft_ms * factor
+                router.on_complete(d, ttft, ttft + 9 * d.raw_predicted_tpot_ms * factor, 10)
+            return seen, generate_latest(router.metrics_registry), router.status()
+
+        cfg = config(urls, [purl], scheduler={"seed": 1, "exploration": 0.0, "min_share": 0.4},
+                     correction={"min_samples": 10})
+        ds, text, status = run(cfg, body)
+    late = [d for d in ds[-30:] if d.pod_url == slow]
+    assert late, "anti-starvation keeps sending the slow pod some traffic"
+    for d in late:
+        assert d.predicted_ttft_ms == pytest.approx(3.0 * d.raw_predicted_ttft_ms, rel=0.02)  # type: ignore[operator]
+        assert d.predicted_tpot_ms == pytest.approx(3.0 * d.raw_predicted_tpot_ms, rel=0.02)  # type: ignore[operator]
+    page = text.decode()
+    assert metric_value(page, "router_pod_correction", pod=slow, target="ttft") == pytest.approx(3.0, rel=0.02)
+    assert metric_value(page, "router_pod_correction", pod=urls[1], target="tpot") == pytest.approx(0.8, rel=0.02)
+    assert metric_value(page, "router_model_coverage", pod=slow, target="ttft") < 0.5
+    assert metric_value(page, "router_drift_alarm", pod=slow, target="ttft") == 0.0
+    pod = next(p for p in status["pools"][0]["pods"] if p["url"] == slow)
+    assert pod["ttft"]["correction"] == pytest.approx(3.0, rel=0.02) and pod["ttft"]["pairs"] == len(
+        [d for d in ds if d.pod_url == slow])
+    assert pod["ttft"]["measured_mean_ms"] > pod["ttft"]["predicted_mean_ms"] * 0.5
+    assert 0 < pod["share"] < 0.5 and pod["routed"] == pod["ttft"]["pairs"]
+    assert status["pools"][0]["ttft"]["pairs"] == 120 and status["correction"]["min_samples"] == 10
+
+
+def test_non_streamed_completion_does_not_feed_the_correction(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    """Without a first token TTFT is the whole response time: the sample is reported, but not compared."""
+    _, purl = fake_predictor
+    with pods(kit, 1) as (_, urls):
+        async def body(router: Router) -> dict[str, Any]:
+            for i in range(30):
+                d = await router.decide(info(i))
+                router.on_complete(d, 5000.0, 5000.0, 50)
+            return router.status()
+
+        status = run(config(urls, [purl], correction={"min_samples": 5}), body)
+    pod = status["pools"][0]["pods"][0]
+    assert pod["ttft"] == {"correction": 1.0, "correction_samples": 0, "pairs": 0} and pod["routed"] == 30

@@ -83,7 +83,7 @@ def test_parse_vllm_metrics(name: str, text: str, want: PodMetrics) -> None:
 
 def test_endpoint_state_in_flight_and_rows() -> None:
     now = [10.0]
-    pool = PoolConfig(name="p", pods=["a", "b"], pod_type="decode")
+    pool = PoolConfig(name="p", pods=["a", "b"], pod_type="decode", pod_class="a100", pod_classes={"b": "h100"})
     state = EndpointState([pool], stale_after_s=2.0, clock=lambda: now[0])
     state.publish({"a": PodMetrics(3, 4, 0.5, 0, 9.5)})
     state.dispatch("r1", "a", 800)
@@ -92,8 +92,9 @@ def test_endpoint_state_in_flight_and_rows() -> None:
     assert rows[0] == {"kv_cache_percentage": 0.5, "input_token_length": 1000, "num_request_waiting": 3,
                        "num_request_running": 2, "num_tokens_generated": 1, "prefix_cache_score": 0.2,
                        "pod_type": "decode", "prefill_tokens_in_flight": 1000, "decode_tokens_in_flight": 0,
-                       "encoder_input_size": 0, "encoder_matched_size": 0}
+                       "encoder_input_size": 0, "encoder_matched_size": 0, "pod_class": "a100"}
     assert rows[1]["num_request_running"] == 0 and rows[1]["kv_cache_percentage"] == 0.0
+    assert rows[1]["pod_class"] == "h100", "a per-pod class overrides the pool's"
     state.first_token("r1")
     state.first_token("r1")  # idempotent
     assert state.prefill_in_flight("a") == 200 and state.running("a") == 2

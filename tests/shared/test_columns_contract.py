@@ -39,8 +39,19 @@ def test_lax_numbers_accepted(field: str, value: Any, expected: float) -> None:
 def test_defaults_and_unknown_keys() -> None:
     cols = to_columns([row(timestamp="2026-01-01T00:00:00Z", future_field=[1, 2])], ROOT, targets=True)
     for name in ("prefill_tokens_in_flight", "decode_tokens_in_flight", "encoder_input_size", "encoder_matched_size",
-                 "pod_type"):
+                 "pod_type", "pod_class"):
         assert cols[name][0] == 0.0
+
+
+@pytest.mark.parametrize(("pod_class", "code"), [(None, 0), ("", 0), ("a100", 6866563), ("llama3-8b-h100", 4383526)])
+def test_pod_class_any_string_becomes_its_code(pod_class: Any, code: int) -> None:
+    rows = [row(pod_class=pod_class), row(pod_class=pod_class, pod_type="decode")]
+    np.testing.assert_array_equal(to_columns(rows, ROOT, targets=True)["pod_class"], [code, code])
+
+
+def test_pod_class_mixed_with_rows_without_it() -> None:
+    cols = to_columns([row(), row(pod_class="a100"), row(pod_class=None)], ROOT, targets=True)
+    np.testing.assert_array_equal(cols["pod_class"], [0, 6866563, 0])
 
 
 @pytest.mark.parametrize(("pod_type", "code"), [(None, 0), ("", 0), ("prefill", 1), ("decode", 2), ("encode", 3)])
@@ -53,7 +64,8 @@ def test_pod_type_any_string(pod_type: Any, code: int) -> None:
     ("prefill_tokens_in_flight", -1, "greater_than_equal"), ("kv_cache_percentage", 1.01, "less_than_equal"),
     ("prefix_cache_score", -0.1, "greater_than_equal"), ("input_token_length", "abc", "int_parsing"),
     ("kv_cache_percentage", "x", "float_parsing"), ("input_token_length", None, "int_type"),
-    ("pod_type", 3, "string_type"), ("actual_ttft_ms", float("nan"), "finite_number"),
+    ("pod_type", 3, "string_type"), ("pod_class", 7, "string_type"), ("pod_class", ["a"], "string_type"),
+    ("actual_ttft_ms", float("nan"), "finite_number"),
     ("actual_tpot_ms", float("inf"), "finite_number"), ("actual_ttft_ms", float("-inf"), "finite_number"),
     ("actual_ttft_ms", 4e6, "less_than_equal"),
     ("input_token_length", 2e7, "less_than_equal"), ("num_request_waiting", 1e9, "less_than_equal")])

@@ -20,7 +20,7 @@ _number = st.one_of(
     st.none(),
     st.booleans(),
 )
-_pod = st.one_of(st.none(), st.sampled_from(["", "prefill", "decode", "both", "weird"]), st.integers(0, 3))
+_pod = st.one_of(st.none(), st.sampled_from(["", "prefill", "decode", "both", "weird", "a100"]), st.integers(0, 3))
 
 
 @st.composite
@@ -29,9 +29,9 @@ def rows(draw: st.DrawFn) -> list[dict]:
     for _ in range(draw(st.integers(1, 5))):
         row = {}
         for field in FIELDS:
-            if field.name == "pod_type":
+            if field.name in ("pod_type", "pod_class"):
                 if draw(st.booleans()):
-                    row["pod_type"] = draw(_pod)
+                    row[field.name] = draw(_pod)
             elif draw(st.integers(0, 9)) > 0:
                 row[field.name] = draw(_number) if draw(st.integers(0, 3)) == 0 else draw(
                     st.floats(0, 1) if field.upper else st.integers(0, 5000))
@@ -56,7 +56,7 @@ def test_fast_path_agrees_with_checked_path(batch: list[dict]) -> None:
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -1, 1e8, "abc", None, 1.5])
 def test_bad_value_always_names_the_field(value: object) -> None:
-    row = {f.name: 1 for f in FIELDS if f.name != "pod_type"}
+    row = {f.name: 1 for f in FIELDS if f.name not in ("pod_type", "pod_class")}
     row["kv_cache_percentage"] = 0.5
     row["prefix_cache_score"] = 0.5
     row["input_token_length"] = value

@@ -10,6 +10,7 @@ from shared.features import (
     cache_bucket,
     effective_input_tokens,
     is_queued,
+    pod_class_code,
     pod_type_code,
     prefill_score_bucket,
     prefix_bucket,
@@ -60,10 +61,13 @@ TTFT_13 = ("is_queued", "kv_cache_percentage", "input_token_length", "num_reques
            "prefix_cache_score", "effective_input_tokens", "prefill_score_bucket", "pod_type_cat")
 TPOT_9 = ("is_queued", "kv_cache_percentage", "input_token_length", "num_request_waiting", "num_request_running",
           "prefill_tokens_in_flight", "decode_tokens_in_flight", "num_tokens_generated", "pod_type_cat")
+TTFT_14 = (*TTFT_13, "pod_class")
+"""Contract §5's thirteen TTFT columns, then our ``pod_class`` extension (last, so the contract's order holds)."""
+TPOT_10 = (*TPOT_9, "pod_class")
 
 
-@pytest.mark.parametrize(("tif", "enc", "ttft_n", "tpot_n"), [(True, True, 13, 9), (False, True, 11, 7),
-                                                              (True, False, 11, 9), (False, False, 9, 7)])
+@pytest.mark.parametrize(("tif", "enc", "ttft_n", "tpot_n"), [(True, True, 14, 10), (False, True, 12, 8),
+                                                              (True, False, 12, 10), (False, False, 10, 8)])
 def test_column_counts_by_flags(tif: bool, enc: bool, ttft_n: int, tpot_n: int) -> None:
     spec = FeatureSpec(token_in_flight=tif, encoder=enc)
     assert len(spec.columns("ttft")) == ttft_n
@@ -72,8 +76,8 @@ def test_column_counts_by_flags(tif: bool, enc: bool, ttft_n: int, tpot_n: int) 
 
 def test_column_order_matches_contract() -> None:
     spec = FeatureSpec()
-    assert spec.columns("ttft") == TTFT_13
-    assert spec.columns("tpot") == TPOT_9
+    assert spec.columns("ttft") == TTFT_14
+    assert spec.columns("tpot") == TPOT_10
 
 
 def test_matrix_values_follow_the_derivations() -> None:
@@ -82,15 +86,16 @@ def test_matrix_values_follow_the_derivations() -> None:
             "num_tokens_generated": np.array([1.0]), "prefix_cache_score": np.array([0.25]),
             "pod_type": np.array([2.0]), "prefill_tokens_in_flight": np.array([1536.0]),
             "decode_tokens_in_flight": np.array([7.0]), "encoder_input_size": np.array([11.0]),
-            "encoder_matched_size": np.array([4.0])}
-    row = dict(zip(TTFT_13, FeatureSpec().matrix("ttft", cols)[0], strict=True))
+            "encoder_matched_size": np.array([4.0]), "pod_class": np.array([float(pod_class_code("h100"))])}
+    row = dict(zip(TTFT_14, FeatureSpec().matrix("ttft", cols)[0], strict=True))
     assert row == pytest.approx({"is_queued": 1, "kv_cache_percentage": 0.42, "input_token_length": 812,
                                  "num_request_waiting": 3, "num_request_running": 5, "prefill_tokens_in_flight": 1536,
                                  "decode_tokens_in_flight": 7, "encoder_matched_size": 4, "encoder_input_size": 11,
                                  "prefix_cache_score": 0.25, "effective_input_tokens": 609, "prefill_score_bucket": 1,
-                                 "pod_type_cat": 2})
-    tpot = dict(zip(TPOT_9, FeatureSpec().matrix("tpot", cols)[0], strict=True))
+                                 "pod_type_cat": 2, "pod_class": pod_class_code("h100")})
+    tpot = dict(zip(TPOT_10, FeatureSpec().matrix("tpot", cols)[0], strict=True))
     assert tpot["num_tokens_generated"] == 1 and tpot["pod_type_cat"] == 2 and tpot["is_queued"] == 1
+    assert tpot["pod_class"] == pod_class_code("h100")
 
 
 def test_feature_row_fills_optional_defaults_and_names_bad_keys() -> None:
@@ -98,7 +103,7 @@ def test_feature_row_fills_optional_defaults_and_names_bad_keys() -> None:
     required = {f.name: 1 for f in FEATURE_FIELDS if f.required}
     row = feature_row(required)
     assert list(row) == [f.name for f in FEATURE_FIELDS]
-    assert row["pod_type"] == "" and row["prefill_tokens_in_flight"] == 0
+    assert row["pod_type"] == "" and row["pod_class"] == "" and row["prefill_tokens_in_flight"] == 0
     with pytest.raises(KeyError, match="prefill_token_in_flight"):
         feature_row({**required, "prefill_token_in_flight": 3})
     with pytest.raises(KeyError, match="input_token_length"):
@@ -125,3 +130,25 @@ def test_smoke_and_typical_rows_cover_every_field() -> None:
         if f.idle_share:
             assert 0.3 < float(np.mean(grid[f.name] == 0)) < 0.7
     assert {k: v.shape for k, v in smoke_columns().items()} == {f.name: (1,) for f in FEATURE_FIELDS}
+
+
+@pytest.mark.parametrize(("pod_class", "code"), [(None, 0), ("", 0), ("a100", 6866563), ("h100", 6326537),
+                                                 ("llama3-8b-h100", 4383526), ("é-gpu", 1664606)])
+def test_pod_class_code_is_a_stable_hash(pod_class: str | None, code: int) -> None:
+    """crc32(UTF-8) mod 2^23 + 1, "" → 0: pinned values, so a change of the encoding cannot go unnoticed
+    (it would silently remap every stored row)."""
+    import zlib
+    assert pod_class_code(pod_class) == code
+    if pod_class:
+        assert code == zlib.crc32(pod_class.encode("utf-8")) % (1 << 23) + 1
+    assert float(np.float32(code)) == code, "exact in the models' float32 matrices"
+
+
+def test_pod_class_code_survives_a_new_interpreter() -> None:
+    """Python's str hash is salted per process; ours must not be."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", "from shared.features import pod_class_code as c; "
+                          "print(c('a100'), c('h100-tp2'))"], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [str(pod_class_code("a100")), str(pod_class_code("h100-tp2"))]
+    assert pod_class_code("a100") != pod_class_code("h100-tp2")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
 
 from sim.cluster.config import ClusterConfig, PoolSpec, single_pool
-from sim.cluster.policy import PolicyContext, RequestView
+from sim.cluster.policy import Completion, Decision, PodSnapshot, Policy, PolicyContext, RequestView
 from sim.cluster.registry import PolicyRegistry
 from sim.cluster.simulation import ClusterSimulation, ReplayItem
 from sim.engine.config import EngineConfig
@@ -90,3 +93,52 @@ def test_shed_with_impossible_slo_in_replay() -> None:
     shed = [r for r in sim.records if r.shed_reason]
     assert shed and all(r.shed_reason.startswith("shed:slo_ttft") for r in shed)
     assert all(r.predicted_ttft_ms is not None for r in shed)
+
+
+def _ttft_coverage(sim: ClusterSimulation, pod: str) -> tuple[int, float]:
+    served = [r for r in sim.records if r.pod_id == pod and r.predicted_ttft_ms is not None and r.ttft_ms]
+    return len(served), float(np.mean([r.ttft_ms <= r.predicted_ttft_ms for r in served]))
+
+
+class _ClassBlind:
+    """predicted-latency with every pod_class erased (in its features and in its training samples): one
+    model that cannot tell the pods apart, whatever the cluster says about them."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def choose(self, request: RequestView, pods: Sequence[PodSnapshot]) -> Decision:
+        return self.inner.choose(request, [dataclasses.replace(p, pod_class="") for p in pods])
+
+    def on_complete(self, completion: Completion) -> None:
+        sample = {**completion.sample, "pod_class": ""}
+        self.inner.on_complete(dataclasses.replace(completion, sample=sample))
+
+
+def _blind_run(cfg: ClusterConfig, work: list[ReplayItem], **opts: str) -> tuple[ClusterSimulation, Any]:
+    inner = registry().build("predicted-latency", PolicyContext(seed=1, pods=cfg.pod_ids(),
+                                                                options={**FAST, **opts}))
+    sim = ClusterSimulation(cfg, _ClassBlind(inner), seed=1)
+    sim.run(work)
+    return sim, inner
+
+
+@pytest.mark.timeout(180)
+def test_correction_finds_the_faster_pod_in_virtual_time() -> None:
+    """3 A100 pods + 1 H100 pod, one model that cannot tell them apart: without correction the H100's
+    predictions are all too high (coverage ≈ 1); with it the H100 gets a factor < 1, predictions near its
+    own p90, and no less of the traffic (the plain model already sends it most requests: its queue drains
+    faster)."""
+    a100, h100 = EngineConfig.from_preset("llama3-8b-a100"), EngineConfig.from_preset("llama2-7b-h100")
+    cfg = ClusterConfig(pools=(PoolSpec("a", 3, a100), PoolSpec("h", 1, h100)))
+    work = items(1500, rate=8.0, sticky=False)
+    plain, plain_policy = _blind_run(cfg, work, correction="false")
+    corrected, policy = _blind_run(cfg, work)
+    n_plain, cov_plain = _ttft_coverage(plain, "h-0")
+    n_corr, cov_corr = _ttft_coverage(corrected, "h-0")
+    assert cov_plain > 0.93 and 0.75 < cov_corr < 0.97 and cov_plain - cov_corr > 0.05, (cov_plain, cov_corr)
+    assert n_corr >= n_plain, (n_plain, n_corr)
+    end = work[-1].view.arrival_s
+    assert policy.correction.factor("h-0", "ttft", end) < 0.95
+    assert plain_policy.correction.factor("h-0", "ttft", end) == 1.0

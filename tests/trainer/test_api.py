@@ -325,10 +325,8 @@ def test_predict_in_process(client: TestClient) -> None:
     assert body["ttft_prediction_bounds"] == pytest.approx([0.8 * body["ttft_ms"], 1.2 * body["ttft_ms"]])
     assert "last_model_load" not in body and body["predicted_at"].endswith("+00:00")
     live = svc(client).live.get()
-    import numpy as np
-    cols = {k: np.array([float(v)]) for k, v in row.items()}
-    cols.update(pod_type=np.zeros(1), prefill_tokens_in_flight=np.zeros(1), decode_tokens_in_flight=np.zeros(1),
-                encoder_input_size=np.zeros(1), encoder_matched_size=np.zeros(1))
+    from shared.features import feature_columns
+    cols = feature_columns({k: float(v) for k, v in row.items()}, 1)
     assert body["ttft_ms"] == pytest.approx(float(live.predict("ttft", cols)[0]))
 
 

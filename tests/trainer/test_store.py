@@ -97,13 +97,13 @@ def test_full_flush_drops_older_segments(tmp_path: Path) -> None:
 
 
 def test_rows_survive_a_spec_with_one_more_column(tmp_path: Path) -> None:
-    """Upgrading to a feature spec with a twelfth field keeps every stored row (new field = its default)."""
+    """Upgrading to a feature spec with one more field keeps every stored row (new field = its default)."""
     log, _ = open_log(tmp_path)
     log.append_rows(matrix(3))
     log.append_rows(matrix(2, 500))
     log.close()
-    wider = Layout(fields=(*STORED_FIELDS[:-2], "pod_class", *STORED_FIELDS[-2:]),
-                   defaults={"pod_class": 7.0})
+    wider = Layout(fields=(*STORED_FIELDS[:-2], "future_field", *STORED_FIELDS[-2:]),
+                   defaults={"future_field": 7.0})
     log2 = SampleLog(tmp_path, LogLimits(), wider)
     records = list(log2.replay())
     assert sum(r.n_rows for r in records) == 5 and log2.rows == 5
@@ -116,8 +116,21 @@ def test_rows_survive_a_spec_with_one_more_column(tmp_path: Path) -> None:
     assert sum(r.n_rows for r in back) == 6 and all(r.matrix.shape[1] == len(STORED_FIELDS) for r in back)
 
 
+def test_spec_1_named_records_get_pod_class_unknown(tmp_path: Path) -> None:
+    """Rows stored under feature spec 1 (13 named columns, no pod_class) read as pod_class = 0."""
+    old_names = tuple(n for n in STORED_FIELDS if n != "pod_class")
+    rows = np.arange(3.0 * len(old_names)).reshape(3, len(old_names))
+    (tmp_path / "seg-0000000000000000.log").write_bytes(record.encode_rows(0, 1.0, rows, old_names))
+    log, records = open_log(tmp_path)
+    assert len(records) == 1 and records[0].names == old_names and log.next_seq == 3
+    got = dict(zip(STORED_FIELDS, records[0].matrix.T, strict=True))
+    np.testing.assert_array_equal(got["pod_class"], [0.0, 0.0, 0.0])
+    for j, name in enumerate(old_names):
+        np.testing.assert_array_equal(got[name], rows[:, j])
+
+
 def test_format_1_records_are_read_with_the_frozen_legacy_layout(tmp_path: Path) -> None:
-    rows = matrix(4)
+    rows = np.arange(4.0 * len(record.LEGACY_V1_FIELDS)).reshape(4, len(record.LEGACY_V1_FIELDS))
     body = np.ascontiguousarray(rows.T, dtype="<f8").tobytes()
     payload = record.ROWS_HEAD.pack(0, 1.0, 4, len(record.LEGACY_V1_FIELDS)) + body
     frame = record.HEADER.pack(record.MAGIC, record.KIND_ROWS, len(payload), zlib.crc32(payload)) + payload
@@ -126,7 +139,7 @@ def test_format_1_records_are_read_with_the_frozen_legacy_layout(tmp_path: Path)
     assert len(records) == 1 and records[0].names == record.LEGACY_V1_FIELDS
     legacy = dict(zip(record.LEGACY_V1_FIELDS, rows.T, strict=True))
     for j, name in enumerate(STORED_FIELDS):
-        np.testing.assert_array_equal(records[0].matrix[:, j], legacy[name])
+        np.testing.assert_array_equal(records[0].matrix[:, j], legacy.get(name, np.zeros(4)))
     assert log.next_seq == 4
 
 

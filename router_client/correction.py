@@ -1,0 +1,148 @@
+"""Per-pod correction of the model's predictions: an online residual model per (pod, target).
+
+The pool's model sees load, not the pod: a throttled GPU or a noisy neighbour makes one pod slower
+than its features say, and the model (one per pool) cannot learn that. The router sees every
+(prediction, actual) pair per pod, so it keeps, per pod and target (``ttft``, ``tpot``), the recent
+ratios ``r = actual / raw prediction`` and multiplies later predictions for that pod by
+
+    factor = clamp(Q_q(r), min_factor, max_factor) ** (2 ** (-(now - t_last) / half_life_s))
+
+* ``Q_q`` is the time-weighted ``q``-quantile (``q`` = the model's quantile, 0.9) of the last
+  ``max_samples`` ratios, each weighted ``2 ** (-age / half_life_s)``: a pod whose actuals sit under
+  its predictions 90 % of the time keeps factor 1; a pod 2× slower than predicted gets ≈ 2.
+  A high quantile reacts fast to a slowdown (a tenth of the weight suffices) and slowly to recovery.
+* Without new pairs the factor decays geometrically to 1 with the same half-life.
+* Below ``min_samples`` pairs the factor is 1, and so is it while the pod's weighted raw coverage (share
+  of ratios ≤ 1) lies within ``evidence_z`` binomial standard errors (effective sample size
+  ``(Σw)² / Σw²``) of ``q``: no evidence that the model is off for this pod, so its noise is not chased.
+* The fit is redone after every ``REFIT_EVERY`` pairs, or on the first pair more than ``REFIT_AFTER_S``
+  after the last fit (bounded CPU per pair).
+
+The ratio is always taken against the **raw** (uncorrected) prediction, so the correction never feeds
+on itself. Pure and clock-free: every call takes ``now`` (monotonic seconds live, virtual seconds in
+the replay), so the live router and ``sim.policies`` use the same code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from router_client.config import CorrectionConfig
+
+TARGETS: tuple[str, ...] = ("ttft", "tpot")
+REFIT_EVERY = 4
+REFIT_AFTER_S = 1.0
+_MIN_PREDICTION_MS = 1e-3
+
+
+@dataclass(frozen=True)
+class FactorState:
+    """What the correction of one (pod, target) holds, for metrics and ``/status``."""
+
+    factor: float
+    samples: int
+    updated_at: float | None
+
+
+class _Residuals:
+    """Ring buffer of (time, log ratio) of one (pod, target) and the log factor fitted at ``updated_at``."""
+
+    __slots__ = ("times", "logs", "count", "next", "pending", "log_factor", "updated_at")
+
+    def __init__(self, size: int) -> None:
+        self.times = np.zeros(size)
+        self.logs = np.zeros(size)
+        self.count = 0
+        self.next = 0
+        self.pending = 0
+        self.log_factor = 0.0
+        self.updated_at = -math.inf
+
+    def add(self, now: float, log_ratio: float) -> None:
+        size = len(self.times)
+        self.times[self.next] = now
+        self.logs[self.next] = log_ratio
+        self.next = (self.next + 1) % size
+        self.count = min(self.count + 1, size)
+        self.pending += 1
+
+    def due(self, now: float) -> bool:
+        return self.pending >= REFIT_EVERY or now - self.updated_at >= REFIT_AFTER_S
+
+    def fit(self, now: float, quantile: float, half_life_s: float, bounds: tuple[float, float],
+            evidence_z: float) -> None:
+        times, logs = self.times[: self.count], self.logs[: self.count]
+        weights = np.exp2(-np.maximum(now - times, 0.0) / half_life_s)
+        self.updated_at = now
+        self.pending = 0
+        total = float(weights.sum())
+        if evidence_z > 0:
+            covered = float(weights[logs <= 0.0].sum()) / total
+            n_eff = total * total / float((weights * weights).sum())
+            if abs(covered - quantile) <= evidence_z * math.sqrt(quantile * (1.0 - quantile) / n_eff):
+                self.log_factor = 0.0
+                return
+        order = np.argsort(logs)
+        cumulative = np.cumsum(weights[order])
+        at = int(np.searchsorted(cumulative, quantile * total))
+        self.log_factor = min(max(float(logs[order[min(at, self.count - 1)]]), bounds[0]), bounds[1])
+
+
+class PodCorrection:
+    """Multiplicative factors per (pod, target); ``observe`` pairs, ``apply`` to predictions."""
+
+    def __init__(self, config: CorrectionConfig, quantile: float) -> None:
+        self.config = config
+        self.quantile = quantile
+        self._bounds = (math.log(config.min_factor), math.log(config.max_factor))
+        self._inv_half_life = 1.0 / config.half_life_s
+        self._residuals: dict[tuple[str, str], _Residuals] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.enabled
+
+    def observe(self, pod: str, target: str, raw_predicted_ms: float | None, actual_ms: float | None,
+                now: float) -> None:
+        """Record one pair: the model's uncorrected prediction for ``pod`` and what was measured."""
+        if (not self.config.enabled or raw_predicted_ms is None or actual_ms is None or actual_ms <= 0
+                or not math.isfinite(actual_ms) or not math.isfinite(raw_predicted_ms)):
+            return
+        key = (pod, target)
+        res = self._residuals.get(key)
+        if res is None:
+            res = self._residuals[key] = _Residuals(self.config.max_samples)
+        res.add(now, math.log(actual_ms / max(raw_predicted_ms, _MIN_PREDICTION_MS)))
+        if res.count >= self.config.min_samples and res.due(now):
+            res.fit(now, self.quantile, self.config.half_life_s, self._bounds, self.config.evidence_z)
+
+    def factor(self, pod: str, target: str, now: float) -> float:
+        res = self._residuals.get((pod, target))
+        if res is None or res.log_factor == 0.0:
+            return 1.0
+        if now <= res.updated_at:
+            return math.exp(res.log_factor)
+        return math.exp(res.log_factor * math.exp2((res.updated_at - now) * self._inv_half_life))
+
+    def apply(self, pods: Sequence[str], predictions: Sequence[tuple[float, float]],
+              now: float) -> list[tuple[float, float]]:
+        """``(ttft, tpot)`` per pod, each multiplied by that pod's factor (unchanged when disabled)."""
+        if not self.config.enabled or not self._residuals:
+            return list(predictions)
+        return [(ttft * self.factor(pod, "ttft", now), tpot * self.factor(pod, "tpot", now))
+                for pod, (ttft, tpot) in zip(pods, predictions, strict=True)]
+
+    def state(self, pod: str, target: str, now: float) -> FactorState:
+        res = self._residuals.get((pod, target))
+        if res is None:
+            return FactorState(1.0, 0, None)
+        fitted = res.updated_at if math.isfinite(res.updated_at) else None
+        return FactorState(self.factor(pod, target, now), res.count, fitted)
+
+    def keys(self) -> Iterator[tuple[str, str]]:
+        """Every (pod, target) with at least one pair."""
+        return iter(list(self._residuals))
