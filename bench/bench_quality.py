@@ -19,11 +19,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-import pandas as pd
 import xgboost as xgb
 
-from bench.quality.additive import Additive
 from bench.quality.adapters import Current, Model, Proposed
+from bench.quality.additive import Additive
 from bench.quality.family import Family
 from bench.quality.heavytail import HeavyTail
 from bench.quality.heteroscedastic import Heteroscedastic
@@ -46,14 +45,16 @@ D6, D3M = Candidate("d6", 6, False), Candidate("d3-mono", 3, True)
 MODELS: dict[str, Callable[[], Model]] = {
     "current": Current,
     "proposed": Proposed,
+    "p-selpin": lambda: Proposed(DesignParams(select_by="pinball"), "p-selpin"),
+    "p-hold3k": lambda: Proposed(DesignParams(holdout_newest=3_000, holdout_stratified=3_000), "p-hold3k"),
     "p-cold": lambda: Proposed(DesignParams(warm_start=False), "p-cold"),
     "p-conformal": lambda: Proposed(DesignParams(calibration="conformal"), "p-conformal"),
     "p-nocal": lambda: Proposed(DesignParams(calibration="none"), "p-nocal"),
     "p-d6": lambda: Proposed(DesignParams(candidates=(D6,)), "p-d6"),
     "p-d3m": lambda: Proposed(DesignParams(candidates=(D3M,)), "p-d3m"),
-    "p-fit20k": lambda: Proposed(DesignParams(max_fit_rows=20_000), "p-fit20k"),
-    "p-fit100k": lambda: Proposed(DesignParams(max_fit_rows=100_000), "p-fit100k"),
-    "p-eta02": lambda: Proposed(DesignParams(learning_rate=0.2), "p-eta02"),
+    "p-q50k": lambda: Proposed(DesignParams(max_quantile_rows=50_000), "p-q50k"),
+    "p-loc20k": lambda: Proposed(DesignParams(max_fit_rows=20_000), "p-loc20k"),
+    "p-loc50k": lambda: Proposed(DesignParams(max_fit_rows=50_000), "p-loc50k"),
 }
 
 

@@ -37,7 +37,8 @@ SPEC = FeatureSpec()
 
 
 class Fitted(Protocol):
-    info: Mapping[str, Any]
+    @property
+    def info(self) -> Mapping[str, Any]: ...
 
     def predict(self, cols: Mapping[str, np.ndarray]) -> dict[float, np.ndarray]: ...
 

@@ -45,6 +45,9 @@ class Candidate:
 class DesignParams:
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     candidates: tuple[Candidate, ...] = (Candidate("d6", 6, False), Candidate("d3-mono", 3, True))
+    select_by: str = "location"
+    """"location": candidates compete on their location model's log-RMSE (cheap, low noise), only the
+    winner fits the quantiles; "pinball": candidates fit ``select_alpha`` and compete on its pinball."""
     select_alpha: float = 0.9
     warm_start: bool = True
     """Quantile trees continue a squared-error location booster (else they start from scratch)."""
@@ -53,7 +56,10 @@ class DesignParams:
     quantile_rounds: int = 200
     early_stopping: int = 15
     max_bin: int = 128
-    max_fit_rows: int = 50_000
+    max_fit_rows: int = 100_000
+    """Rows the location models are fitted on (uniform subsample of the non-holdout rows)."""
+    max_quantile_rows: int = 20_000
+    """Rows the quantile trees are fitted on (a subsample of the location's rows): the time budget."""
     holdout_newest: int = 2_000
     holdout_stratified: int = 2_000
     calibration: str = "significant"
@@ -116,7 +122,9 @@ def _train(params: dict[str, Any], dfit: xgb.DMatrix, dstop: xgb.DMatrix, rounds
 @dataclass
 class _Data:
     dfit: xgb.DMatrix
+    dquant: xgb.DMatrix
     dstop: xgb.DMatrix
+    dstop_quant: xgb.DMatrix
     x_cal: np.ndarray
     y_cal: np.ndarray
     features: Sequence[str]
@@ -126,12 +134,13 @@ class _Data:
 def _fit_candidate(cand: Candidate, alphas: Sequence[float], d: _Data, p: DesignParams,
                    location: xgb.Booster | None) -> tuple[xgb.Booster | None, list[xgb.Booster]]:
     if p.warm_start and location is None:
-        location = _train(_params(cand, d.features, d.monotone_up, p, {"objective": "reg:squarederror"}),
+        location = _train(_params(cand, d.features, d.monotone_up, p,
+                                  {"objective": "reg:squarederror", "eval_metric": "rmse"}),
                           d.dfit, d.dstop, p.location_rounds, p)
     out = []
     for alpha in alphas:
-        objective = {"objective": "reg:quantileerror", "quantile_alpha": alpha}
-        out.append(_train(_params(cand, d.features, d.monotone_up, p, objective), d.dfit, d.dstop,
+        objective = {"objective": "reg:quantileerror", "quantile_alpha": alpha, "eval_metric": "quantile"}
+        out.append(_train(_params(cand, d.features, d.monotone_up, p, objective), d.dquant, d.dstop_quant,
                           p.quantile_rounds, p, location))
     return location, out
 
@@ -154,6 +163,35 @@ def log_offset(margin: np.ndarray, y: np.ndarray, alpha: float, mode: str) -> fl
     return float(np.quantile(resid, level, method="higher"))
 
 
+def _select_by_location(d: _Data, p: DesignParams) -> tuple[str, dict[str, float], tuple[xgb.Booster, ...]]:
+    """Each candidate fits its location model; lowest log-space RMSE on the calibration rows wins."""
+    scores, locations = {}, {}
+    z_cal = np.log1p(d.y_cal)
+    for cand in p.candidates:
+        params = _params(cand, d.features, d.monotone_up, p, {"objective": "reg:squarederror", "eval_metric": "rmse"})
+        locations[cand.name] = (cand, _train(params, d.dfit, d.dstop, p.location_rounds, p))
+        scores[cand.name] = float(np.sqrt(np.mean((z_cal - _margin(locations[cand.name][1], d.x_cal)) ** 2)))
+    best = min(scores, key=scores.__getitem__)
+    cand, location = locations[best]
+    _, boosters = _fit_candidate(cand, p.quantiles, d, p, location)
+    return best, scores, tuple(boosters)
+
+
+def _select_by_pinball(d: _Data, p: DesignParams) -> tuple[str, dict[str, float], tuple[xgb.Booster, ...]]:
+    """Each candidate fits ``select_alpha``; lowest pinball (ms) on the calibration rows wins."""
+    scores, fitted = {}, {}
+    for cand in p.candidates:
+        location, (booster,) = _fit_candidate(cand, [p.select_alpha], d, p, None)
+        scores[cand.name] = pinball_ms(d.y_cal, np.expm1(_margin(booster, d.x_cal)), p.select_alpha)
+        fitted[cand.name] = (cand, location, booster)
+    best = min(scores, key=scores.__getitem__)
+    cand, location, chosen = fitted[best]
+    others = [a for a in p.quantiles if a != p.select_alpha]
+    _, more = _fit_candidate(cand, others, d, p, location)
+    by_alpha = dict(zip(others, more, strict=True)) | {p.select_alpha: chosen}
+    return best, scores, tuple(by_alpha[a] for a in p.quantiles)
+
+
 def fit_quantiles(x: np.ndarray, y: np.ndarray, features: Sequence[str], monotone_up: frozenset[str],
                   strata: np.ndarray, p: DesignParams) -> QuantileModel:
     """Fit, select, calibrate: the whole proposed cycle for one model (CPU-bound, one thread)."""
@@ -164,23 +202,20 @@ def fit_quantiles(x: np.ndarray, y: np.ndarray, features: Sequence[str], monoton
     dfit = xgb.QuantileDMatrix(x[fit], z[fit], feature_names=list(features), max_bin=p.max_bin, nthread=p.nthread)
     dstop = xgb.QuantileDMatrix(x[stop], z[stop], ref=dfit, feature_names=list(features), max_bin=p.max_bin,
                                 nthread=p.nthread)
-    d = _Data(dfit, dstop, x[cal], y[cal], features, monotone_up)
-    scores, fitted = {}, {}
-    for cand in p.candidates:
-        location, (booster,) = _fit_candidate(cand, [p.select_alpha], d, p, None)
-        pred = np.expm1(_margin(booster, d.x_cal))
-        scores[cand.name] = pinball_ms(d.y_cal, pred, p.select_alpha)
-        fitted[cand.name] = (cand, location, booster)
-    best = min(scores, key=scores.__getitem__)
-    cand, location, chosen = fitted[best]
-    others = [a for a in p.quantiles if a != p.select_alpha]
-    _, more = _fit_candidate(cand, others, d, p, location)
-    by_alpha = dict(zip(others, more, strict=True)) | {p.select_alpha: chosen}
-    boosters = tuple(by_alpha[a] for a in p.quantiles)
+    dquant, dstop_quant = dfit, dstop
+    if len(fit) > p.max_quantile_rows:
+        quant = fit[np.sort(rng.choice(len(fit), p.max_quantile_rows, replace=False))]
+        dquant = xgb.QuantileDMatrix(x[quant], z[quant], ref=dfit, feature_names=list(features),
+                                     max_bin=p.max_bin, nthread=p.nthread)
+        dstop_quant = xgb.QuantileDMatrix(x[stop], z[stop], ref=dquant, feature_names=list(features),
+                                          max_bin=p.max_bin, nthread=p.nthread)
+    d = _Data(dfit, dquant, dstop, dstop_quant, x[cal], y[cal], features, monotone_up)
+    select = _select_by_location if p.select_by == "location" else _select_by_pinball
+    best, scores, boosters = select(d, p)
     offsets = tuple(log_offset(_margin(b, d.x_cal), d.y_cal, a, p.calibration)
                     for a, b in zip(p.quantiles, boosters, strict=True))
-    info = {"chosen": best, "holdout_pinball": scores, "fit_rows": len(fit), "holdout_rows": len(stop) + len(cal),
+    info = {"chosen": best, "selection_scores": scores, "fit_rows": len(fit),
+            "quantile_rows": min(len(fit), p.max_quantile_rows), "holdout_rows": len(stop) + len(cal),
             "rounds": [b.num_boosted_rounds() for b in boosters], "offsets": list(offsets),
-            "location_rounds": location.num_boosted_rounds() if location is not None else 0,
             "fit_seconds": time.perf_counter() - started, "fit_cpu_seconds": time.thread_time() - cpu}
     return QuantileModel(p.quantiles, boosters, offsets, info)

@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from bench.quality.adapters import Model
@@ -51,12 +50,13 @@ def run(families: Sequence[Family], models: Sequence[Model], grid: Grid, log: Lo
     records: list[dict[str, Any]] = []
     for family in families:
         tests = {t: family.test(t, grid.test_rows, grid.test_seed) for t in grid.targets}
-        for n in grid.rows:
+        for n in sizes_available(family, grid.rows):
             for model in models:
                 load = os.getloadavg()[0]
                 with ThreadPoolExecutor(max_workers=2, thread_name_prefix="fit") as pool:
-                    parts = list(pool.map(lambda t: _fit_and_score(model, family, t, n, tests[t], grid),
-                                          grid.targets))
+                    k = len(grid.targets)
+                    parts = list(pool.map(_fit_and_score, [model] * k, [family] * k, grid.targets, [n] * k,
+                                          [tests[t] for t in grid.targets], [grid] * k))
                 for part in parts:
                     for r in part:
                         r["loadavg"] = load
@@ -75,12 +75,9 @@ def with_best_ratio(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def sizes_available(family: Family, rows: Sequence[int]) -> list[int]:
+    """The sizes a replayed family can serve (its pool is finite); analytic families serve any."""
     avail = getattr(family, "available", None)
     if avail is None:
         return list(rows)
     limit = min(avail(t) for t in TARGETS)
     return [n for n in rows if n <= limit]
-
-
-def finite(x: float) -> bool:
-    return bool(np.isfinite(x))

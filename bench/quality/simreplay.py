@@ -5,9 +5,11 @@ built-in policy (``round-robin`` or ``least-queue``, alternating) at rate scales
 (≈ 50–95 % of saturation); the rows are the router's dispatch-time features with the measured
 TTFT / TPOT (``ReplayResult.samples``, in completion order). Runs with seeds 0–2 form the
 training pool, runs with seed 3 the test set, so no test row comes from a trajectory a fit saw.
-The runs are merged into one timeline by each row's completion rank within its run, as if the
-clusters fed one trainer concurrently; a training set of ``n`` rows is a random subset of the
-pool kept in that order.
+A training set of ``n`` rows is a random subset of the pool in random order: the trace's load
+is not stationary (a burst in its middle third takes TTFT p90 from 0.3 s to 7.7 s, its last
+tenth drains the cluster), and a test set spanning whole trajectories is not "the future" of
+any time-ordered window, so the family measures how well the conditional distribution is
+learnt from the router's features, not drift (a time-split holdout of this pool is a random one).
 
 The true conditional quantile is not known: Monte-Carlo over noise seeds would change the
 trajectory (and so the features) of every later request. Only pinball, pinball ÷ the best of
@@ -26,9 +28,9 @@ from bench.quality.family import Split
 from shared.features import RAW_FEATURE_NAMES, TARGET_OF, pod_type_code
 from sim.cluster.config import ClusterConfig, PoolSpec
 from sim.engine.config import EngineConfig
+from sim.paths import default_trace
 from sim.replay.items import build_items
 from sim.replay.runner import run_policy
-from sim.paths import default_trace
 from sim.workload.trace import load_trace
 
 RATE_SCALES: tuple[float, ...] = (6.0, 8.0, 9.5, 11.0)
@@ -100,7 +102,7 @@ class SimReplay:
                 self._pools = {"train": build_pool(TRAIN_SEEDS, self.limit), "test": build_pool(TEST_SEEDS, self.limit)}
                 if self.limit is None:
                     self.cache.parent.mkdir(parents=True, exist_ok=True)
-                    np.savez(self.cache, **self._pools)
+                    np.savez(self.cache, train=self._pools["train"], test=self._pools["test"])
             if self.validation:
                 self._pools = _validation_pools(self._pools["train"])
         return self._pools
@@ -117,8 +119,7 @@ class SimReplay:
         full = self._split(self.pools()["train"], target)
         if n > len(full):
             raise ValueError(f"sim family: {n:,} training rows asked, the pool has {len(full):,} ({target})")
-        pick = np.sort(np.random.default_rng([seed, 7]).choice(len(full), n, replace=False))
-        return full.take(pick).check()
+        return full.take(np.random.default_rng([seed, 7]).choice(len(full), n, replace=False)).check()
 
     def test(self, target: str, n: int, seed: int) -> Split:
         full = self._split(self.pools()["test"], target)
