@@ -54,6 +54,7 @@ MODELS: dict[str, Callable[[], Model]] = {
     "p-d3m": lambda: Proposed(DesignParams(candidates=(D3M,)), "p-d3m"),
     "p-q50k": lambda: Proposed(DesignParams(max_quantile_rows=50_000), "p-q50k"),
     "p-loc20k": lambda: Proposed(DesignParams(max_fit_rows=20_000), "p-loc20k"),
+    "p-loc200k": lambda: Proposed(DesignParams(max_fit_rows=200_000), "p-loc200k"),
     "p-loc50k": lambda: Proposed(DesignParams(max_fit_rows=50_000), "p-loc50k"),
 }
 

@@ -29,5 +29,20 @@ def score(test: Split, preds: Mapping[float, np.ndarray]) -> dict[float, dict[st
             row["mape"] = float(mean_absolute_percentage_error(truth, pred))
             row["bias"] = float(np.mean(pred - truth))
             row["pinball_ratio"] = row["pinball"] / pinball(test.y, truth, alpha)
+            row["excess_top1"] = excess_share_top(test.y, pred, truth, alpha)
         out[alpha] = row
     return out
+
+
+def excess_share_top(y: np.ndarray, pred: np.ndarray, truth: np.ndarray, alpha: float, top: float = 0.01) -> float:
+    """Share of the pinball excess over the oracle that comes from the ``top`` rows with the largest truth."""
+    def loss(p: np.ndarray) -> np.ndarray:
+        diff = y - p
+        return np.maximum(alpha * diff, (alpha - 1.0) * diff)
+
+    excess = loss(pred) - loss(truth)
+    total = float(excess.sum())
+    if total <= 0:
+        return float("nan")
+    heavy = truth >= np.quantile(truth, 1.0 - top)
+    return float(excess[heavy].sum()) / total

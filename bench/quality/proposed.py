@@ -163,7 +163,11 @@ def log_offset(margin: np.ndarray, y: np.ndarray, alpha: float, mode: str) -> fl
     return float(np.quantile(resid, level, method="higher"))
 
 
-def _select_by_location(d: _Data, p: DesignParams) -> tuple[str, dict[str, float], tuple[xgb.Booster, ...]]:
+Selected = tuple[str, dict[str, float], tuple[xgb.Booster, ...], int]
+"""(chosen candidate, selection score per candidate, one booster per quantile, location rounds)."""
+
+
+def _select_by_location(d: _Data, p: DesignParams) -> Selected:
     """Each candidate fits its location model; lowest log-space RMSE on the calibration rows wins."""
     scores, locations = {}, {}
     z_cal = np.log1p(d.y_cal)
@@ -174,10 +178,10 @@ def _select_by_location(d: _Data, p: DesignParams) -> tuple[str, dict[str, float
     best = min(scores, key=scores.__getitem__)
     cand, location = locations[best]
     _, boosters = _fit_candidate(cand, p.quantiles, d, p, location)
-    return best, scores, tuple(boosters)
+    return best, scores, tuple(boosters), location.num_boosted_rounds()
 
 
-def _select_by_pinball(d: _Data, p: DesignParams) -> tuple[str, dict[str, float], tuple[xgb.Booster, ...]]:
+def _select_by_pinball(d: _Data, p: DesignParams) -> Selected:
     """Each candidate fits ``select_alpha``; lowest pinball (ms) on the calibration rows wins."""
     scores, fitted = {}, {}
     for cand in p.candidates:
@@ -189,7 +193,8 @@ def _select_by_pinball(d: _Data, p: DesignParams) -> tuple[str, dict[str, float]
     others = [a for a in p.quantiles if a != p.select_alpha]
     _, more = _fit_candidate(cand, others, d, p, location)
     by_alpha = dict(zip(others, more, strict=True)) | {p.select_alpha: chosen}
-    return best, scores, tuple(by_alpha[a] for a in p.quantiles)
+    rounds = location.num_boosted_rounds() if location is not None else 0
+    return best, scores, tuple(by_alpha[a] for a in p.quantiles), rounds
 
 
 def fit_quantiles(x: np.ndarray, y: np.ndarray, features: Sequence[str], monotone_up: frozenset[str],
@@ -211,11 +216,12 @@ def fit_quantiles(x: np.ndarray, y: np.ndarray, features: Sequence[str], monoton
                                           max_bin=p.max_bin, nthread=p.nthread)
     d = _Data(dfit, dquant, dstop, dstop_quant, x[cal], y[cal], features, monotone_up)
     select = _select_by_location if p.select_by == "location" else _select_by_pinball
-    best, scores, boosters = select(d, p)
+    best, scores, boosters, location_rounds = select(d, p)
     offsets = tuple(log_offset(_margin(b, d.x_cal), d.y_cal, a, p.calibration)
                     for a, b in zip(p.quantiles, boosters, strict=True))
     info = {"chosen": best, "selection_scores": scores, "fit_rows": len(fit),
             "quantile_rows": min(len(fit), p.max_quantile_rows), "holdout_rows": len(stop) + len(cal),
-            "rounds": [b.num_boosted_rounds() for b in boosters], "offsets": list(offsets),
+            "location_rounds": location_rounds, "rounds": [b.num_boosted_rounds() for b in boosters],
+            "offsets": list(offsets),
             "fit_seconds": time.perf_counter() - started, "fit_cpu_seconds": time.thread_time() - cpu}
     return QuantileModel(p.quantiles, boosters, offsets, info)
