@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import pandas as pd
 import xgboost as xgb
 
 from bench.quality.adapters import Current, Model, Proposed
@@ -29,7 +30,7 @@ from bench.quality.heteroscedastic import Heteroscedastic
 from bench.quality.nonadditive import NonAdditive
 from bench.quality.proposed import Candidate, DesignParams
 from bench.quality.report import markdown
-from bench.quality.runner import Grid, run
+from bench.quality.runner import Grid, run, with_best_ratio
 from bench.quality.simreplay import SimReplay
 from bench.quality.threshold import Threshold
 
@@ -48,7 +49,7 @@ MODELS: dict[str, Callable[[], Model]] = {
     "p-selpin": lambda: Proposed(DesignParams(select_by="pinball"), "p-selpin"),
     "p-hold3k": lambda: Proposed(DesignParams(holdout_newest=3_000, holdout_stratified=3_000), "p-hold3k"),
     "p-cold": lambda: Proposed(DesignParams(warm_start=False), "p-cold"),
-    "p-conformal": lambda: Proposed(DesignParams(calibration="conformal"), "p-conformal"),
+    "p-significant": lambda: Proposed(DesignParams(calibration="significant"), "p-significant"),
     "p-nocal": lambda: Proposed(DesignParams(calibration="none"), "p-nocal"),
     "p-d6": lambda: Proposed(DesignParams(candidates=(D6,)), "p-d6"),
     "p-d3m": lambda: Proposed(DesignParams(candidates=(D3M,)), "p-d3m"),
@@ -63,6 +64,14 @@ def _csv(text: str) -> list[str]:
     return [t for t in text.split(",") if t]
 
 
+def merged(df: pd.DataFrame, previous: Path) -> pd.DataFrame:
+    """This run's records plus an earlier run's records of models not run now (same families and rows)."""
+    old = pd.DataFrame(json.loads(previous.read_text())["records"])
+    old = old[~old["model"].isin(df["model"].unique()) & old["family"].isin(df["family"].unique())
+              & old["rows"].isin(df["rows"].unique())]
+    return with_best_ratio(pd.concat([old, df.drop(columns="pinball_vs_best")], ignore_index=True))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench.bench_quality", description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="5000,20000,100000", help="training rows per fit, comma-separated")
@@ -71,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="write all records as JSON")
     ap.add_argument("--quick", action="store_true", help="5k rows, 10k-row test sets, analytic families only")
     ap.add_argument("--validation", action="store_true", help="score on validation data, not the test sets")
+    ap.add_argument("--with", dest="previous", type=Path, default=None,
+                    help="add the records of other models from an earlier --out file (same grid)")
     args = ap.parse_args(argv)
     unknown = [f for f in _csv(args.families) if f not in FAMILIES] + [m for m in _csv(args.models) if m not in MODELS]
     if unknown:
@@ -86,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     models = [MODELS[m]() for m in _csv(args.models)]
     started = time.perf_counter()
     df = run(families, models, grid, log=lambda s: print(s, file=sys.stderr, flush=True))
+    if args.previous:
+        df = merged(df, args.previous)
     machine = {"cores": os.cpu_count(), "python": platform.python_version(), "xgboost": xgb.__version__,
                "loadavg_end": os.getloadavg(), "elapsed_s": round(time.perf_counter() - started, 1),
                "validation": args.validation}

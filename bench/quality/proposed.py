@@ -1,25 +1,28 @@
 """The proposed trainer fit (issue 13, items 2–4), self-contained: xgboost + numpy only, ready to port.
 
-One call per model (TTFT or TPOT), on one thread, on the rows of the window in arrival order:
+One call per model (TTFT or TPOT), on one thread, on the window's rows in arrival order:
 
 1. **Holdout, time-split and stratified**: the newest ``holdout_newest`` rows plus a stratified
    systematic sample of ``holdout_stratified`` older rows (sorted by stratum — the trainer's
    (queue, cache, prefix) bucket —, every k-th taken), so rare buckets are scored too. Even
    holdout rows drive early stopping, odd rows selection and calibration (no row does both).
-2. **Fit rows**: the rest, subsampled uniformly to at most ``max_fit_rows`` (the time budget).
-3. **Log target**: every booster is fitted on ``log1p(y)``; quantiles are invariant under that
+2. **Log target**: every booster is fitted on ``log1p(y)``; quantiles are invariant under that
    monotone map, so ``expm1`` of a log-space quantile is the quantile in milliseconds.
-4. **Per candidate** (depth / monotone constraints): a location model (``reg:squarederror`` on
-   ``log1p y``, rounds by early stopping), then the quantile trees **continue that booster**
-   (``xgb_model=``) with ``reg:quantileerror`` at α, again with early stopping. The quantile trees
-   only learn spread and skew, so few rounds are needed; the result is one ordinary booster
-   per quantile. Candidates are fitted at ``select_alpha`` only; the one with the lowest
-   holdout pinball (ms) wins and the other quantiles are fitted with its configuration.
-5. **Calibration per quantile** (additive in log space = multiplicative in ms): the split-conformal
-   offset on the calibration rows, applied only when the raw coverage there is outside the
-   binomial 95 % interval around α (``calibration="significant"``), always (``"conformal"``),
-   or never (``"none"``).
-6. **Non-crossing**: predictions are sorted per row across the quantiles.
+3. **Location per candidate** (depth / monotone constraints): ``reg:squarederror`` on
+   ``log1p y`` over up to ``max_fit_rows`` non-holdout rows, rounds by early stopping. Squared
+   error is 3–4× cheaper per round than ``reg:quantileerror`` (whose leaves are re-fitted by a
+   per-leaf quantile), so the location can use the whole window.
+4. **Selection**: the candidate whose location has the lowest log-RMSE on the calibration rows
+   wins (``select_by="location"``); picking by p90 pinball on 2,000 rows (``"pinball"``) chose the
+   worse candidate on 3 of 6 validation families.
+5. **Quantile trees continue the winner's location booster** (``xgb_model=``) with
+   ``reg:quantileerror`` at each α on a ``max_quantile_rows`` subsample, early-stopped: they only
+   learn spread and skew. Each quantile is one ordinary booster (location trees + its own).
+6. **Calibration per quantile** (additive in log space = multiplicative in ms): the split-conformal
+   offset on the calibration rows (``calibration="conformal"``, default); ``"significant"`` applies
+   it only when the raw coverage there is outside the binomial 95 % interval around α (it left
+   validation coverage at 0.869–0.889 where conformal gave 0.885–0.899, MAPE equal); ``"none"``.
+7. **Non-crossing**: predictions are sorted per row across the quantiles.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ class DesignParams:
     """Rows the quantile trees are fitted on (a subsample of the location's rows): the time budget."""
     holdout_newest: int = 2_000
     holdout_stratified: int = 2_000
-    calibration: str = "significant"
+    calibration: str = "conformal"
     nthread: int = 1
     seed: int = 0
 
@@ -177,7 +180,7 @@ def _select_by_location(d: _Data, p: DesignParams) -> Selected:
         scores[cand.name] = float(np.sqrt(np.mean((z_cal - _margin(locations[cand.name][1], d.x_cal)) ** 2)))
     best = min(scores, key=scores.__getitem__)
     cand, location = locations[best]
-    _, boosters = _fit_candidate(cand, p.quantiles, d, p, location)
+    _, boosters = _fit_candidate(cand, p.quantiles, d, p, location if p.warm_start else None)
     return best, scores, tuple(boosters), location.num_boosted_rounds()
 
 
