@@ -43,3 +43,20 @@ def markdown(df: pd.DataFrame, machine: dict[str, Any]) -> str:
             lines.append("| " + " | ".join(_fmt(c, row[c]) for c in cols) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def targets(df: pd.DataFrame, model: str) -> pd.DataFrame:
+    """Issue 13's targets per family for one model: 20k-row figures and whether 100k is no worse."""
+    rows = []
+    for (family, target), part in df[df["model"] == model].groupby(["family", "target"], sort=False):
+        at = {(r["rows"], r["quantile"]): r for _, r in part.iterrows()}
+        p90, p50, p99 = at.get((20_000, 0.9)), at.get((20_000, 0.5)), at.get((20_000, 0.99))
+        big = at.get((100_000, 0.9))
+        if p90 is None or p50 is None or p99 is None:
+            continue
+        metric = "mape" if pd.notna(p90.get("mape")) else "pinball_vs_best"
+        rows.append({"family": family, "target": target, "cov 0.9": p90["coverage"],
+                     "pin/oracle 0.9": p90.get("pinball_ratio"), "MAPE 0.9": p90.get("mape"),
+                     "cov 0.5": p50["coverage"], "cov 0.99": p99["coverage"],
+                     "100k no worse": None if big is None else bool(big[metric] <= p90[metric] * 1.02)})
+    return pd.DataFrame(rows)
