@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 import xgboost as xgb
 
-from bench.quality.adapters import Current, Model, Proposed
+from bench.quality.adapters import V1, Model, Proposed, Trainer
 from bench.quality.additive import Additive
 from bench.quality.family import Family
 from bench.quality.heavytail import HeavyTail
@@ -44,7 +44,8 @@ FAMILIES: dict[str, Callable[[bool], Family]] = {
 }
 D6, D3M = Candidate("d6", 6, False), Candidate("d3-mono", 3, True)
 MODELS: dict[str, Callable[[], Model]] = {
-    "current": Current,
+    "trainer": Trainer,
+    "v1": V1,
     "proposed": Proposed,
     "p-selpin": lambda: Proposed(DesignParams(select_by="pinball"), "p-selpin"),
     "p-hold3k": lambda: Proposed(DesignParams(holdout_newest=3_000, holdout_stratified=3_000), "p-hold3k"),
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench.bench_quality", description=__doc__.splitlines()[0])
     ap.add_argument("--rows", default="5000,20000,100000", help="training rows per fit, comma-separated")
     ap.add_argument("--families", default=",".join(FAMILIES), help=f"any of {','.join(FAMILIES)}")
-    ap.add_argument("--models", default="current,proposed", help=f"any of {','.join(MODELS)}")
+    ap.add_argument("--models", default="trainer,v1", help=f"any of {','.join(MODELS)}")
     ap.add_argument("--out", type=Path, default=None, help="write all records as JSON")
     ap.add_argument("--quick", action="store_true", help="5k rows, 10k-row test sets, analytic families only")
     ap.add_argument("--validation", action="store_true", help="score on validation data, not the test sets")

@@ -150,7 +150,7 @@ def _booster(data: bytes, name: str, n_features: int, nthread: int) -> xgb.Boost
     return booster
 
 
-def _load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int) -> LoadedModel:
+def load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int) -> LoadedModel:
     entry = bundle.model_entry(name)
     features = tuple(entry.get("features", ()))
     if features != spec.columns(name):
@@ -177,7 +177,7 @@ def load_bundle(bundle: Bundle, expected: FeatureSpec | None = None, nthread: in
     spec = spec_of(bundle)
     if expected is not None and spec != expected:
         raise BundleError(f"bundle feature flags {spec.as_dict()} differ from ours {expected.as_dict()}")
-    models = {name: _load_model(bundle, name, spec, nthread) for name in MODEL_NAMES}
+    models = {name: load_model(bundle, name, spec, nthread) for name in MODEL_NAMES}
     loaded = LoadedBundle(bundle, spec, models)
     _smoke(loaded)
     return loaded

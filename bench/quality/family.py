@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from shared.features import RAW_FEATURE_NAMES
+from shared.features import FEATURE_FIELDS
 
 QUANTILES: tuple[float, ...] = (0.5, 0.9, 0.99)
 TARGETS: tuple[str, ...] = ("ttft", "tpot")
@@ -38,7 +38,7 @@ class Split:
         return Split({k: v[index] for k, v in self.cols.items()}, self.y[index], truth)
 
     def check(self) -> Split:
-        missing = set(RAW_FEATURE_NAMES) - set(self.cols)
+        missing = {f.name for f in FEATURE_FIELDS if f.required} - set(self.cols)
         if missing:
             raise ValueError(f"split lacks feature columns {sorted(missing)}")
         if not np.isfinite(self.y).all() or (self.y < 0).any():

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.quality.family import Split
-from shared.features import RAW_FEATURE_NAMES, TARGET_OF, pod_type_code
+from shared.features import FEATURE_FIELDS, RAW_FEATURE_NAMES, TARGET_OF, FieldKind
 from sim.cluster.config import ClusterConfig, PoolSpec
 from sim.engine.config import EngineConfig
 from sim.paths import default_trace
@@ -39,7 +39,8 @@ TRAIN_SEEDS: tuple[int, ...] = (0, 1, 2)
 TEST_SEEDS: tuple[int, ...] = (3,)
 PODS = 8
 FIELDS = (*RAW_FEATURE_NAMES, "actual_ttft_ms", "actual_tpot_ms")
-CACHE = Path(__file__).resolve().parents[1] / "out" / "quality-sim-v1.npz"
+CACHE = Path(__file__).resolve().parents[1] / "out" / "quality-sim-v2.npz"
+LABELS = {f.name: f.encode for f in FEATURE_FIELDS if f.kind is FieldKind.LABEL}
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ def replay(run: RunSpec, limit: int | None = None) -> np.ndarray:
     out = np.empty((n, len(FIELDS) + 1))
     for j, name in enumerate(FIELDS):
         values = [s[name] for s in result.samples]
-        out[:, j] = [pod_type_code(str(v)) for v in values] if name == "pod_type" else values
+        encode = LABELS.get(name)
+        out[:, j] = [encode(str(v)) for v in values] if encode is not None else values
     out[:, -1] = np.arange(n) / max(n, 1)
     return out
 

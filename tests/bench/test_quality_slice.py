@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench import bench_quality
-from bench.quality.adapters import Current, Proposed
+from bench.quality.adapters import V1, Proposed, Trainer
 from bench.quality.additive import Additive
 from bench.quality.family import QUANTILES, Split
 from bench.quality.heavytail import HeavyTail
@@ -19,7 +19,7 @@ from bench.quality.nonadditive import NonAdditive
 from bench.quality.proposed import DesignParams, holdout_split
 from bench.quality.simreplay import SimReplay
 from bench.quality.threshold import Threshold
-from shared.features import RAW_FEATURE_NAMES
+from shared.features import FEATURE_FIELDS
 
 ANALYTIC = [Additive(), NonAdditive(), Heteroscedastic(), HeavyTail(), Threshold()]
 
@@ -28,7 +28,7 @@ ANALYTIC = [Additive(), NonAdditive(), Heteroscedastic(), HeavyTail(), Threshold
 @pytest.mark.parametrize("target", ["ttft", "tpot"])
 def test_true_quantiles_cover_their_level(family, target):
     split = family.test(target, 40_000, seed=5)
-    assert set(RAW_FEATURE_NAMES) <= set(split.cols)
+    assert {f.name for f in FEATURE_FIELDS if f.required} <= set(split.cols)
     assert split.truth is not None
     for alpha in QUANTILES:
         covered = float(np.mean(split.y <= split.truth[alpha]))
@@ -70,7 +70,7 @@ def test_holdout_split_is_disjoint_newest_and_stratified():
     assert len(fit) == 6_000
 
 
-@pytest.mark.parametrize("model", [Current(), Proposed()], ids=lambda m: m.name)
+@pytest.mark.parametrize("model", [Trainer(), V1(), Proposed()], ids=lambda m: m.name)
 def test_adapters_answer_every_quantile_without_crossing(model):
     train = Additive().train("ttft", 3_000, seed=0)
     test = Additive().test("ttft", 5_000, seed=0)
