@@ -1,7 +1,8 @@
 """SLO admission: a sheddable request that no candidate is predicted to serve within its SLO is shed.
 
 Only predictions can justify shedding: without them (fallback) a request is always admitted.
-Non-sheddable requests are never shed; they go to the least-bad pod.
+Non-sheddable requests are never shed; they go to the least-bad pod. With ``slo.admission_quantile``
+configured the judgement uses that quantile's predictions (e.g. p99), routing keeps the primary one.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ def shed_reason(request: SchedulingRequest, candidates: Sequence[Candidate]) -> 
         return None
     if not candidates or not all(c.has_prediction for c in candidates):
         return None
+    candidates = [c.admission for c in candidates]
     if any(meets_slo(request, c) for c in candidates):
         return None
     best_ttft = min(c.predicted_ttft_ms or 0.0 for c in candidates)

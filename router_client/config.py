@@ -124,6 +124,10 @@ class SloConfig(BaseModel):
     default_ttft_ms: float | None = Field(default=None, description="TTFT SLO when a request carries none.", gt=0)
     default_tpot_ms: float | None = Field(default=None, description="TPOT SLO when a request carries none.", gt=0)
     retry_after_s: float = Field(default=1.0, description="Retry-After hint attached to shed decisions.", ge=0)
+    admission_quantile: float | None = Field(
+        default=None, description="Quantile SLO admission judges by (e.g. 0.99: a sheddable request is admitted "
+        "only when some pod's p99 meets its SLO); the predictors are asked for it with ?quantiles=. Unset: the "
+        "served quantile (p90) that routing uses.", gt=0, lt=1)
 
 
 class PrefixConfig(BaseModel):

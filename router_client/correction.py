@@ -128,13 +128,17 @@ class PodCorrection:
             return math.exp(res.log_factor)
         return math.exp(res.log_factor * math.exp2((res.updated_at - now) * self._inv_half_life))
 
-    def apply(self, pods: Sequence[str], predictions: Sequence[tuple[float, float]],
-              now: float) -> list[tuple[float, float]]:
-        """``(ttft, tpot)`` per pod, each multiplied by that pod's factor (unchanged when disabled)."""
+    def apply(self, pods: Sequence[str], predictions: Sequence[tuple[float | None, ...]],
+              now: float) -> list[tuple[float | None, ...]]:
+        """Each pod's predictions — ``(ttft, tpot)``, optionally followed by the admission quantile's
+        ``(ttft, tpot)`` — multiplied by that pod's TTFT / TPOT factors (unchanged when disabled)."""
         if not self.config.enabled or not self._residuals:
-            return list(predictions)
-        return [(ttft * self.factor(pod, "ttft", now), tpot * self.factor(pod, "tpot", now))
-                for pod, (ttft, tpot) in zip(pods, predictions, strict=True)]
+            return [tuple(p) for p in predictions]
+        out = []
+        for pod, p in zip(pods, predictions, strict=True):
+            factors = (self.factor(pod, "ttft", now), self.factor(pod, "tpot", now))
+            out.append(tuple(None if v is None else v * factors[j % 2] for j, v in enumerate(p)))
+        return out
 
     def state(self, pod: str, target: str, now: float) -> FactorState:
         res = self._residuals.get((pod, target))

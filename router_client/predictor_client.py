@@ -22,14 +22,24 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from router_client.errors import PredictionUnavailable, RouterConfigError
 from router_client.http1 import ConnectFailed, Http1Error, Http1Exchange, Http1Pool
 
-Prediction = tuple[float, float]
+
+class Prediction(NamedTuple):
+    """One row's answer: the primary quantile (the contract's ``ttft_ms`` / ``tpot_ms``) and, when the
+    client asks for an admission quantile (``?quantiles=``), that quantile too (else ``None``)."""
+
+    ttft_ms: float
+    tpot_ms: float
+    admit_ttft_ms: float | None = None
+    admit_tpot_ms: float | None = None
+
+
 _Result = list[Prediction] | PredictionUnavailable
 _PATH = "/predict/bulk/strict"
 _HEADERS = {"content-type": "application/json"}
@@ -56,16 +66,24 @@ class _Waiter:
         """In ``_pending`` and counted in ``_pending_rows``."""
 
 
-def parse_predictions(body: bytes, expected: int) -> list[Prediction]:
-    """``(ttft_ms, tpot_ms)`` per row from a strict bulk response; ``PredictionUnavailable("decode")``."""
+def _prediction(p: dict[str, Any], key: str | None) -> Prediction:
+    if key is None:
+        return Prediction(float(p["ttft_ms"]), float(p["tpot_ms"]))
+    return Prediction(float(p["ttft_ms"]), float(p["tpot_ms"]), float(p["ttft_quantiles_ms"][key]),
+                      float(p["tpot_quantiles_ms"][key]))
+
+
+def parse_predictions(body: bytes, expected: int, quantile: float | None = None) -> list[Prediction]:
+    """One :class:`Prediction` per row from a strict bulk response (with the ``quantile`` answers when asked);
+    ``PredictionUnavailable("decode")`` for anything but ``expected`` finite, non-negative answers."""
+    key = None if quantile is None else format(quantile, "g")
     try:
-        preds = orjson.loads(body)["predictions"]
-        out = [(float(p["ttft_ms"]), float(p["tpot_ms"])) for p in preds]
+        out = [_prediction(p, key) for p in orjson.loads(body)["predictions"]]
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise PredictionUnavailable("decode", f"bad bulk response: {exc!r}") from None
     if len(out) != expected:
         raise PredictionUnavailable("decode", f"{len(out)} predictions for {expected} rows")
-    if not all(math.isfinite(a) and math.isfinite(b) and a >= 0 and b >= 0 for a, b in out):
+    if not all(v is None or (math.isfinite(v) and v >= 0) for p in out for v in p):
         raise PredictionUnavailable("decode", "negative or non-finite prediction")
     return out
 
@@ -80,14 +98,16 @@ class PredictorClient:
     (closed by :meth:`aclose`). Raises ``RouterConfigError`` for a URL that is not ``http(s)://host[:port]``."""
 
     def __init__(self, pool: Http1Pool | None, urls: Sequence[str], *, timeout_s: float, window_s: float,
-                 max_rows: int, backoff_s: float, clock: Callable[[], float]) -> None:
+                 max_rows: int, backoff_s: float, clock: Callable[[], float], quantile: float | None = None) -> None:
         if not urls:
             raise ValueError("PredictorClient needs at least one URL")
         self._owns_pool = pool is None
         self._pool = Http1Pool(connect_timeout_s=timeout_s) if pool is None else pool
         self._urls = [u.rstrip("/") for u in urls]
+        self._quantile = quantile
+        path = _PATH if quantile is None else f"{_PATH}?quantiles={format(quantile, 'g')}"
         try:
-            self._heads = [self._pool.request_head(u, "POST", _PATH, _HEADERS) for u in self._urls]
+            self._heads = [self._pool.request_head(u, "POST", path, _HEADERS) for u in self._urls]
         except ConnectFailed as exc:
             raise RouterConfigError(f"predictor URL: {exc}") from None
         self._timeout_s = timeout_s
@@ -262,7 +282,7 @@ class PredictorClient:
         if status != 200:
             return PredictionUnavailable("status", f"HTTP {status}")
         try:
-            return parse_predictions(content, n_rows)
+            return parse_predictions(content, n_rows, self._quantile)
         except PredictionUnavailable as exc:
             return exc
 

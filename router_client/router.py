@@ -29,7 +29,7 @@ from router_client.errors import PredictionUnavailable
 from router_client.http1 import Http1Pool
 from router_client.live_metrics import AdaptiveCollector, RouterMetrics
 from router_client.pipeline import DecisionCore, Outcome
-from router_client.predictor_client import PredictorClient
+from router_client.predictor_client import Prediction, PredictorClient
 from router_client.prefix_index import PrefixIndex, text_block_hashes
 from router_client.reporter import SampleReporter, training_row
 from router_client.request import RequestInfo
@@ -114,7 +114,7 @@ class Router:
                 self._predictors[pool.name] = PredictorClient(
                     None, pool.predictor_urls, timeout_s=cfg.predictor_http_timeout_ms / 1e3,
                     window_s=cfg.coalesce_window_ms / 1e3, max_rows=cfg.max_coalesced_rows,
-                    backoff_s=cfg.predictor_backoff_s, clock=self._clock)
+                    backoff_s=cfg.predictor_backoff_s, clock=self._clock, quantile=cfg.slo.admission_quantile)
         self._scrape_pool = Http1Pool(connect_timeout_s=cfg.scraper.timeout_s)
         self._scraper = MetricsScraper(self._scrape_pool, self._state, cfg.scraper, self._metrics)
         self._reporter = SampleReporter(self._http, {p.name: p.trainer_url for p in cfg.pools}, cfg.reporter,
@@ -150,7 +150,8 @@ class Router:
         pool_cfg = self._pools[pool]
         rows = self._state.feature_rows(pool_cfg, budget.prompt_tokens, self._prefix.scores(pool_cfg.pods, hashes))
         raw, fallback_reason = await self._predict(pool, rows, started)
-        predictions = None if raw is None else self.correction.apply(pool_cfg.pods, raw, self._clock())
+        predictions = None if raw is None else [
+            Prediction(*p) for p in self.correction.apply(pool_cfg.pods, raw, self._clock())]  # type: ignore[arg-type]
         request = SchedulingRequest(
             info.request_id, budget.prompt_tokens,
             info.slo_ttft_ms if info.slo_ttft_ms is not None else self.config.slo.default_ttft_ms,
@@ -173,7 +174,7 @@ class Router:
         return live if live else candidates
 
     async def _predict(self, pool: str, rows: list[Features],
-                       started: float) -> tuple[list[tuple[float, float]] | None, str | None]:
+                       started: float) -> tuple[list[Prediction] | None, str | None]:
         client = self._predictors.get(pool)
         if client is None:
             self._metrics.fallback(pool, "no_predictor")
@@ -188,7 +189,7 @@ class Router:
             return None, exc.reason
 
     def _finish(self, info: RequestInfo, budget: Budget, rows: list[Features], outcome: Outcome,
-                fallback_reason: str | None, raw: list[tuple[float, float]] | None) -> Decision:
+                fallback_reason: str | None, raw: list[Prediction] | None) -> Decision:
         base = Decision(request_id=info.request_id, pool=budget.pool, pod_url=None, shed=True, reason=outcome.reason,
                         fallback=fallback_reason is not None, dispatched_at=self._clock(),
                         prompt_tokens=budget.prompt_tokens, prompt_tokens_estimated=budget.estimated,
@@ -201,7 +202,7 @@ class Router:
         chosen = outcome.candidates[outcome.index]
         self._dispatches += 1
         reason = outcome.reason if fallback_reason is None else f"{outcome.reason};fallback={fallback_reason}"
-        raw_ttft, raw_tpot = raw[chosen.row] if raw is not None else (None, None)
+        raw_ttft, raw_tpot = (raw[chosen.row].ttft_ms, raw[chosen.row].tpot_ms) if raw is not None else (None, None)
         return replace(base, pod_url=chosen.pod, shed=False, reason=reason,
                        predicted_ttft_ms=chosen.predicted_ttft_ms, predicted_tpot_ms=chosen.predicted_tpot_ms,
                        raw_predicted_ttft_ms=raw_ttft, raw_predicted_tpot_ms=raw_tpot,
@@ -268,12 +269,12 @@ class Router:
         return self._state.running(pod_url)
 
 
-def _candidates(pods: list[str], rows: list[Features],
-                predictions: list[tuple[float, float]] | None) -> list[Candidate]:
+def _candidates(pods: list[str], rows: list[Features], predictions: list[Prediction] | None) -> list[Candidate]:
     out = []
     for i, (pod, row) in enumerate(zip(pods, rows, strict=True)):
-        ttft, tpot = predictions[i] if predictions is not None else (None, None)
+        p = predictions[i] if predictions is not None else Prediction(None, None)  # type: ignore[arg-type]
         out.append(Candidate(pod, float(row["kv_cache_percentage"]), int(row["num_request_waiting"]),
                              int(row["num_request_running"]), int(row["prefill_tokens_in_flight"]),
-                             float(row["prefix_cache_score"]), ttft, tpot, i))
+                             float(row["prefix_cache_score"]), p.ttft_ms, p.tpot_ms, i, p.admit_ttft_ms,
+                             p.admit_tpot_ms))
     return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 
@@ -30,10 +30,20 @@ class Candidate:
     predicted_tpot_ms: float | None = None
     row: int = 0
     """Index of this pod's feature row (stable across filtering)."""
+    admit_ttft_ms: float | None = None
+    admit_tpot_ms: float | None = None
+    """Predictions at the admission quantile (SLO admission), when configured; else the routing ones."""
 
     @property
     def has_prediction(self) -> bool:
         return self.predicted_ttft_ms is not None and self.predicted_tpot_ms is not None
+
+    @property
+    def admission(self) -> Candidate:
+        """This candidate as SLO admission sees it (its admission-quantile predictions, when there are any)."""
+        if self.admit_ttft_ms is None or self.admit_tpot_ms is None:
+            return self
+        return replace(self, predicted_ttft_ms=self.admit_ttft_ms, predicted_tpot_ms=self.admit_tpot_ms)
 
 
 @dataclass(frozen=True, slots=True)

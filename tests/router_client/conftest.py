@@ -57,7 +57,8 @@ def free_port() -> int:
 
 @dataclass
 class FakePredictor:
-    """A predictor stand-in: ttft = 10 + input/10 + 50·waiting + 20·running (ms), tpot = 10 + running.
+    """A predictor stand-in: ttft = 10 + input/10 + 50·waiting + 20·running (ms), tpot = 10 + running;
+    with ``?quantiles=0.99`` also ``*_quantiles_ms`` at twice those values.
 
     ``mode``: "ok" | "slow" (sleeps ``delay_s``) | "500" | "503" | "short" (one prediction too few) | "garbage".
     """
@@ -80,6 +81,9 @@ class FakePredictor:
             if self.mode == "garbage":
                 return Response(b"{not json", media_type="application/json")
             preds = [self.predict(r) for r in rows]
+            if request.query_params.get("quantiles") == "0.99":
+                for p in preds:
+                    p.update(ttft_quantiles_ms={"0.99": 2 * p["ttft_ms"]}, tpot_quantiles_ms={"0.99": 2 * p["tpot_ms"]})
             if self.mode == "short":
                 preds = preds[:-1]
             body = {"predictions": preds, "total_requests": len(rows), "successful_predictions": len(rows),

@@ -42,7 +42,7 @@ def row(i: int, running: int = 0) -> dict[str, Any]:
 
 def expected(r: dict[str, Any]) -> Prediction:
     """What :class:`ScriptedPredictor` answers for a row."""
-    return float(r["input_token_length"]) + 0.5, float(r["num_request_running"]) + 1.0
+    return Prediction(float(r["input_token_length"]) + 0.5, float(r["num_request_running"]) + 1.0)
 
 
 @dataclass
@@ -68,7 +68,8 @@ class ScriptedPredictor:
                 if k < len(self.delays):
                     await asyncio.sleep(self.delays[k])
                 status = self.statuses[k] if k < len(self.statuses) else 200
-                body = orjson.dumps({"predictions": [{"ttft_ms": a, "tpot_ms": b} for a, b in map(expected, rows)]})
+                answers = [{"ttft_ms": p.ttft_ms, "tpot_ms": p.tpot_ms} for p in map(expected, rows)]
+                body = orjson.dumps({"predictions": answers})
                 writer.write(b"HTTP/1.1 %d X\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%b"
                              % (status, len(body), body))
                 await writer.drain()

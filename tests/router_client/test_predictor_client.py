@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from router_client.errors import PredictionUnavailable
-from router_client.predictor_client import parse_predictions
+from router_client.predictor_client import Prediction, parse_predictions
 
 
 def body(preds: list[dict]) -> bytes:
@@ -36,4 +36,11 @@ def test_parse_predictions(name: str, raw: bytes, n: int, want: list[tuple[float
             parse_predictions(raw, n)
         assert info.value.reason == "decode"
     else:
-        assert parse_predictions(raw, n) == want
+        assert parse_predictions(raw, n) == [Prediction(*w) for w in want]
+
+
+def test_admission_quantile_is_read_from_the_quantiles_objects() -> None:
+    row = {**GOOD, "ttft_quantiles_ms": {"0.99": 40.0}, "tpot_quantiles_ms": {"0.99": 9.0}}
+    assert parse_predictions(body([row]), 1, 0.99) == [Prediction(12.5, 3.0, 40.0, 9.0)]
+    with pytest.raises(PredictionUnavailable):
+        parse_predictions(body([GOOD]), 1, 0.99)  # asked for p99, the predictor did not answer it

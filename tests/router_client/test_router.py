@@ -168,6 +168,21 @@ def test_shed_with_impossible_slo(kit: Any, fake_predictor: tuple[Any, str]) -> 
     assert shed_tpot.shed and shed_tpot.reason.startswith("shed:slo_tpot ")
 
 
+def test_admission_can_judge_by_p99(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    """p90 = 60 ms meets a 100 ms SLO, p99 = 120 ms does not: shed only with slo.admission_quantile = 0.99, and
+    routing still uses the p90 answers."""
+    _, purl = fake_predictor
+    with pods(kit, 2) as (_, urls):
+        async def body(router: Router) -> Decision:
+            return await router.decide(info(1, slo_ttft_ms=100.0, sheddable=True))
+
+        by_p90 = run(config(urls, [purl]), body)
+        by_p99 = run(config(urls, [purl], slo={"admission_quantile": 0.99}), body)
+    assert not by_p90.shed and by_p90.predicted_ttft_ms == pytest.approx(60.0)
+    assert by_p99.shed and by_p99.reason.startswith("shed:slo_ttft ")
+    assert "best_predicted_ttft_ms=120.0" in by_p99.reason
+
+
 def test_samples_reach_trainer_and_live_error_is_exported(kit: Any, fake_predictor: tuple[Any, str],
                                                           fake_trainer: tuple[Any, str]) -> None:
     _, purl = fake_predictor
