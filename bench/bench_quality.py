@@ -45,6 +45,7 @@ FAMILIES: dict[str, Callable[[bool], Family]] = {
 D6, D3M = Candidate("d6", 6, False), Candidate("d3-mono", 3, True)
 MODELS: dict[str, Callable[[], Model]] = {
     "trainer": Trainer,
+    "trainer-mono": lambda: Trainer("trainer-mono", fit_candidates="depth3-monotone"),
     "v1": V1,
     "proposed": Proposed,
     "p-selpin": lambda: Proposed(DesignParams(select_by="pinball"), "p-selpin"),

@@ -23,7 +23,6 @@ tokens in flight or KV usage.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,41 +130,67 @@ def monotone_signs(name: str, features: Sequence[str]) -> tuple[int, ...]:
     return tuple(1 if f in up else 0 for f in features)
 
 
-def enforce_monotone(booster: xgb.Booster, signs: Sequence[int], eta: float) -> xgb.Booster:
-    """Clip the leaves of a quantile booster back into its monotone bounds.
+def enforce_monotone(booster: xgb.Booster, signs: Sequence[int]) -> xgb.Booster:
+    """Repair the leaves of a quantile booster so every tree is monotone again.
 
-    XGBoost grows every tree under the monotone constraints, but the quantile objective then
-    re-fits each leaf to the α-quantile of its residuals, which can step outside the bound the
-    constraint had set (the same holds in LightGBM and CatBoost). This walks each tree top-down with
-    the interval ``[low, high]`` a constrained split gives its children — split at the midpoint of
-    the children's growth-time weights (``base_weights`` × η), as XGBoost does — and clips every
-    leaf into its interval. The result is monotone by construction; leaves inside their bounds are
-    untouched (typically all but a few).
+    XGBoost grows every tree under the monotone constraints, but the quantile objective then re-fits
+    each leaf to the α-quantile of its residuals, which can break the order the constraint had set
+    (LightGBM and CatBoost share the limitation). Per tree, leaf A must not exceed leaf B whenever
+    their boxes overlap in every feature but one constrained feature, in which A lies wholly below B
+    (above, for a decreasing constraint). The repair takes the average of the upward closure (each
+    leaf raised to the largest value below it) and the downward closure (lowered to the smallest value
+    above it): both are monotone, so their average is, and leaves already in order keep their value.
+    A sum of monotone trees is monotone, so the whole booster is.
     """
     if not any(signs):
         return booster
     model = orjson.loads(bytes(booster.save_raw("json")))
     for tree in model["learner"]["gradient_booster"]["model"]["trees"]:
-        _clip_tree(tree, signs, eta)
+        _repair_tree(tree, np.asarray(signs))
     repaired = xgb.Booster()
     repaired.load_model(bytearray(orjson.dumps(model)))
     return repaired
 
 
-def _clip_tree(tree: dict[str, Any], signs: Sequence[int], eta: float) -> None:
+def _leaf_boxes(tree: dict[str, Any], n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(leaf node ids, low bounds, high bounds): each leaf's box ``[low, high)`` per feature."""
     left, right = tree["left_children"], tree["right_children"]
-    index, values, weights = tree["split_indices"], tree["split_conditions"], tree["base_weights"]
-    stack = [(0, -math.inf, math.inf)]
+    index, cond = tree["split_indices"], tree["split_conditions"]
+    leaves, lows, highs = [], [], []
+    stack = [(0, np.full(n_features, -np.inf), np.full(n_features, np.inf))]
     while stack:
         node, low, high = stack.pop()
         if left[node] == -1:
-            values[node] = min(max(values[node], low), high)
+            leaves.append(node)
+            lows.append(low)
+            highs.append(high)
             continue
-        a, b = left[node], right[node]
-        sign = signs[index[node]] if index[node] < len(signs) else 0
-        if sign == 0:
-            stack += [(a, low, high), (b, low, high)]
-            continue
-        mid = min(max(eta * (weights[a] + weights[b]) / 2.0, low), high)
-        lower, upper = ((low, mid), (mid, high)) if sign > 0 else ((mid, high), (low, mid))
-        stack += [(a, *lower), (b, *upper)]
+        f, t = index[node], cond[node]
+        left_high, right_low = high.copy(), low.copy()
+        left_high[f], right_low[f] = min(high[f], t), max(low[f], t)
+        stack += [(left[node], low, left_high), (right[node], right_low, high)]
+    return np.array(leaves), np.array(lows), np.array(highs)
+
+
+def _repair_tree(tree: dict[str, Any], signs: np.ndarray) -> None:
+    leaves, low, high = _leaf_boxes(tree, len(signs))
+    if len(leaves) < 2:
+        return
+    overlap = (low[:, None, :] < high[None, :, :]) & (low[None, :, :] < high[:, None, :])  # (A, B, feature)
+    below = np.zeros((len(leaves), len(leaves)), dtype=bool)  # below[a, b]: leaf a must not exceed leaf b
+    for f in np.flatnonzero(signs):
+        others = np.delete(overlap, f, axis=2).all(axis=2)
+        ordered = high[:, None, f] <= low[None, :, f] if signs[f] > 0 else low[:, None, f] >= high[None, :, f]
+        below |= others & ordered
+    values = np.array([tree["split_conditions"][n] for n in leaves], dtype=np.float64)
+    if not (below & (values[:, None] > values[None, :])).any():
+        return
+    up, down = values.copy(), values.copy()
+    for _ in range(len(leaves)):
+        new_up = np.maximum(up, np.where(below, up[:, None], -np.inf).max(axis=0))
+        new_down = np.minimum(down, np.where(below, down[None, :], np.inf).min(axis=1))
+        if np.array_equal(new_up, up) and np.array_equal(new_down, down):
+            break
+        up, down = new_up, new_down
+    for node, value in zip(leaves, (up + down) / 2.0, strict=True):
+        tree["split_conditions"][node] = float(value)

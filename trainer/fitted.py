@@ -145,7 +145,7 @@ def _quantiles(d: _Data, params: FitParams, candidate: Candidate, location: xgb.
                             params.rounds, params.early_stopping)
     if not candidate.monotone:
         return booster
-    return enforce_monotone(booster, monotone_signs(d.name, d.features), params.learning_rate)
+    return enforce_monotone(booster, monotone_signs(d.name, d.features))
 
 
 def _raw(location: xgb.Booster, booster: xgb.Booster | None, x: np.ndarray, k: int) -> np.ndarray:
