@@ -15,6 +15,7 @@ from sim.cluster.policy import Policy, PolicyContext, PolicyFactory
 _FACTORIES: dict[str, tuple[str, str]] = {
     "predicted-latency": ("sim.policies.predicted_latency", "predicted_latency"),
     "dual-pool": ("sim.policies.predicted_latency", "dual_pool"),
+    "dual-pool-round-robin": ("sim.policies.pool_round_robin", "DualPoolRoundRobin"),
 }
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from router_client.config import ClassifierConfig, PluginSpec, SchedulerConfig
+from router_client.config import ClassifierConfig, PluginSpec, SchedulerConfig, TuningConfig
 
 
 class ReplayOptions(BaseModel):
@@ -30,10 +30,19 @@ class ReplayOptions(BaseModel):
     short_pool: str = Field(default="short", description="dual-pool: short pool name.")
     long_pool: str = Field(default="long", description="dual-pool: long pool name.")
     output_threshold: int = Field(default=512, description="dual-pool: expected output above → long.", ge=0)
-    total_threshold: int | None = Field(default=2048, description="dual-pool: prompt+output above → long.", ge=0)
+    total_threshold: int | None = Field(
+        default=2048, description="dual-pool: prompt+output above → long ('none': context rule only).", ge=0)
+    tuning: bool = Field(default=False, description="dual-pool: run the router's pool tuner (threshold, split).")
+    tuning_apply: bool = Field(default=True, description="dual-pool tuning: apply the recommended threshold.")
+    tuning_interval_s: float = Field(default=60.0, description="dual-pool tuning: virtual s between steps.", gt=0)
     router_config: Path | None = Field(
-        default=None, description="JSON file {\"scheduler\": {...}, \"classifier\": {...}} (replaces the "
-        "scheduler/classifier built from the options above).")
+        default=None, description="JSON file {\"scheduler\": {...}, \"classifier\": {...}, \"tuning\": {...}} "
+        "(replaces what the options above build).")
+
+    @field_validator("total_threshold", mode="before")
+    @classmethod
+    def _none_threshold(cls, value: object) -> object:
+        return None if isinstance(value, str) and value.lower() in ("none", "null", "") else value
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReplayOptions:
@@ -62,11 +71,21 @@ class ReplayOptions(BaseModel):
                                 output_threshold_tokens=self.output_threshold,
                                 total_threshold_tokens=self.total_threshold)
 
+    def tuning_config(self) -> TuningConfig | None:
+        """The pool tuner's config (None: tuning off); a ``tuning`` section of ``router_config`` wins."""
+        file = self._file()
+        if "tuning" in file:
+            cfg = TuningConfig.model_validate(file["tuning"])
+            return cfg if cfg.enabled else None
+        if not self.tuning:
+            return None
+        return TuningConfig(enabled=True, apply=self.tuning_apply, interval_s=self.tuning_interval_s)
+
     def _file(self) -> dict[str, Any]:
         if self.router_config is None:
             return {}
         data = orjson.loads(self.router_config.read_bytes())
-        unknown = set(data) - {"scheduler", "classifier"}
+        unknown = set(data) - {"scheduler", "classifier", "tuning"}
         if unknown:
             raise ValueError(f"{self.router_config}: unknown keys {sorted(unknown)}")
         return dict(data)
