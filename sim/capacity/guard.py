@@ -21,7 +21,7 @@ UNROUTED = ""
 class MissGuard:
     def __init__(self, slo: Slo, judged_from: int, judged: int) -> None:
         self.ttft_s = slo.ttft_ms / 1e3
-        self.allowed = (1.0 - slo.attainment) * judged
+        self.allowed = (1.0 - slo.attainment) * judged + 1e-9
         self._next = judged_from
         self.misses: dict[str, int] = {}
         self.failed: set[str] = set()

@@ -70,8 +70,10 @@ def result_row(result: SearchResult, wall_s: float) -> dict[str, Any]:
 
 def elastic_row(trial: TrialResult) -> dict[str, Any]:
     """The autoscaled replay of a row's configuration."""
-    pools = trial.extra.get("controller", {})
-    gpu_hours = sum(float(p["gpu_hours"]) for p in pools.values()) if isinstance(pools, dict) else 0.0
+    raw = trial.extra.get("controller", {})
+    pools = {name: {k: v for k, v in p.items() if k != "events"} for name, p in raw.items()} \
+        if isinstance(raw, dict) else {}
+    gpu_hours = sum(float(p["gpu_hours"]) for p in pools.values())
     return {"gpu_hours": round(gpu_hours, 3), **_verdict(trial.verdict), "slo_met": trial.verdict.ok,
             "preemptions_per_1k": _preemptions_per_1k(trial), "pools": pools}
 

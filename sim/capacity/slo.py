@@ -54,19 +54,12 @@ class Verdict:
                 "attainment": round(self.attainment, 5), "ok": self.ok}
 
 
-def judge(ttft_ms: np.ndarray, slo: Slo, scale: float = 1.0) -> Verdict:
-    """``ttft_ms`` holds one entry per request (NaN: not completed). ``scale`` > 1 relaxes the test for a
-    slice holding 1/``scale`` of the trace's requests: it fails only if the slice alone has more misses
-    (and more completed requests above the SLO) than the whole trace may have."""
+def judge(ttft_ms: np.ndarray, slo: Slo) -> Verdict:
+    """``ttft_ms`` holds one entry per request (NaN: not completed)."""
     n = len(ttft_ms)
     done = ttft_ms[~np.isnan(ttft_ms)]
     within = int(np.count_nonzero(done <= slo.ttft_ms))
     attainment = within / n if n else 1.0
     tail = float(np.percentile(done, slo.percentile)) if len(done) else math.inf
-    if scale <= 1.0:
-        ok = tail <= slo.ttft_ms and attainment >= slo.attainment
-    else:
-        allowed_misses = (1.0 - slo.attainment) * n * scale
-        allowed_above = (1.0 - slo.percentile / 100.0) * len(done) * scale
-        ok = (n - within) <= allowed_misses and (len(done) - within) <= allowed_above
+    ok = tail <= slo.ttft_ms and attainment >= slo.attainment
     return Verdict(n, len(done), within, tail, attainment, ok)

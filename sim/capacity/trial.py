@@ -150,20 +150,26 @@ def merged_verdict(runner: TrialRunner, window: Window, threshold: Threshold, co
                    alone: int | None = None) -> Verdict | None:
     """Judge a combination from memoised pool points (None if a point is missing). ``alone=i``: only pool
     ``i``'s misses count (the other pools' requests count as served in time) — a lower bound test."""
-    parts = []
-    for i, (shape, (tp, n)) in enumerate(zip(runner.space.pools, counts, strict=True)):
-        if alone is not None and i != alone:
-            other = _any_point(runner, window, threshold, shape.name)
-            if other is None:
-                return None
-            parts.append(np.zeros(len(other.ttft_ms)))
-            continue
-        point = runner.point(window, threshold, shape.name, tp, n)
+    pools = runner.space.pools
+    counted = [i for i in range(len(pools)) if alone is None or i == alone]
+    points = {}
+    for i in counted:
+        tp, n = counts[i]
+        point = runner.point(window, threshold, pools[i].name, tp, n)
         if point is None:
             return None
         if point.failed:
             return FAILED
-        parts.append(point.ttft_ms)
+        points[i] = point
+    parts = []
+    for i, shape in enumerate(pools):
+        if i in points:
+            parts.append(points[i].ttft_ms)
+            continue
+        other = _any_point(runner, window, threshold, shape.name)
+        if other is None:
+            return None
+        parts.append(np.zeros(len(other.ttft_ms)))
     unrouted = runner.unrouted.get((window.name, threshold))
     if unrouted is None:
         return None

@@ -30,8 +30,6 @@ class Window:
     name: str
     items: tuple[ReplayItem, ...]
     judged_from: int
-    trace_requests: int
-    """Requests of the whole trace (the relaxed coarse test scales by trace / judged)."""
 
     @property
     def judged(self) -> int:
@@ -63,7 +61,7 @@ def load_workload(trace: Path, rate_scale: float, seed: int, slo_ttft_ms: float,
                   coarse_fraction: float, warmup_fraction: float, limit: int | None = None) -> Workload:
     items = tuple(build_items(load_trace(trace, rate_scale, limit), seed, slo_ttft_ms=slo_ttft_ms,
                               max_tokens=max_tokens))
-    full = Window("full", items, 0, len(items))
+    full = Window("full", items, 0)
     if coarse_fraction <= 0 or coarse_fraction >= 1 or len(items) < MIN_COARSE_REQUESTS:
         return Workload(full, None)
     return Workload(full, _peak_window(items, coarse_fraction, warmup_fraction))
@@ -81,4 +79,4 @@ def _peak_window(items: tuple[ReplayItem, ...], fraction: float, warmup_fraction
     start = int(np.argmax(load))
     end = int(ends[start])
     warm = int(np.searchsorted(t, t[start] - warmup_fraction * duration, side="left"))
-    return Window("coarse", items[warm:end], start - warm, len(items))
+    return Window("coarse", items[warm:end], start - warm)

@@ -30,6 +30,7 @@ from sim.engine.errors import ConfigError
 OFF, STARTING, SERVING, DRAINING = "off", "starting", "serving", "draining"
 TOLERANCE = 0.1
 """HPA: no change while desired/current is within 10 % of 1."""
+EVENT_LIMIT = 2000
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,12 @@ class _PoolScaler:
     ups: int = 0
     downs: int = 0
     peak: int = 0
+    events: list[dict[str, object]] = field(default_factory=list)
+    """``{"at_s", "pod", "state"}`` for every change of a pod's state (bounded by ``EVENT_LIMIT``)."""
+
+    def note(self, at: float, m: _Member) -> None:
+        if len(self.events) < EVENT_LIMIT:
+            self.events.append({"at_s": round(at, 3), "pod": m.pod.pod_id, "state": m.state})
 
     def count(self, *states: str) -> int:
         return sum(1 for m in self.members if m.state in states)
@@ -122,7 +129,7 @@ class Autoscaler:
                     m.since = end_s
             out[pool.name] = {"gpu_hours": round(pool.gpu_s / 3600.0, 4), "scale_ups": pool.ups,
                               "scale_downs": pool.downs, "peak_pods": pool.peak,
-                              "final_pods": pool.count(STARTING, SERVING)}
+                              "final_pods": pool.count(STARTING, SERVING), "events": pool.events}
         return out
 
     # -- internals ---------------------------------------------------------------------------
@@ -132,11 +139,13 @@ class Autoscaler:
                 m.pod.engine.restore(m.ready_at)
                 m.pod.routable = True
                 m.state = SERVING
+                pool.note(now, m)
             elif m.state == DRAINING and not m.pod.active and not m.pod.engine.has_work():
                 end = max(m.pod.engine.clock, m.since)
                 pool.gpu_s += (end - m.since) * m.pod.tp
                 m.pod.engine.fail(end)
                 m.state, m.since = OFF, end
+                pool.note(end, m)
 
     def _poll(self, pool: _PoolScaler, at: float) -> None:
         current = pool.count(STARTING, SERVING)
@@ -163,6 +172,7 @@ class Autoscaler:
             if m.state == OFF:
                 m.state, m.since, m.ready_at = STARTING, at, at + self.cfg.startup_s
                 pool.ups += 1
+                pool.note(at, m)
         pool.peak = max(pool.peak, pool.count(STARTING, SERVING))
 
     def _scale_down(self, pool: _PoolScaler, at: float, n: int) -> None:
@@ -174,6 +184,8 @@ class Autoscaler:
             if m.state == STARTING:
                 pool.gpu_s += (at - m.since) * m.pod.tp
                 m.state, m.since = OFF, at
+                pool.note(at, m)
                 continue
             m.pod.routable = False
             m.state = DRAINING
+            pool.note(at, m)
