@@ -99,7 +99,8 @@ def test_tuning_raises_the_threshold_when_the_long_pool_is_pressured() -> None:
     for i in range(1500):
         t += rng.expovariate(15.0)
         prompt, output = rng.randint(200, 3000), rng.randint(20, 150)
-        view = RequestView(f"r{i}", t, prompt, None, 256, f"k{i}", tuple(rng.getrandbits(62) for _ in range(prompt // 16)))
+        hashes = tuple(rng.getrandbits(62) for _ in range(prompt // 16))
+        view = RequestView(f"r{i}", t, prompt, None, 256, f"k{i}", hashes)
         work.append(ReplayItem(view, output))
     short = EngineConfig.from_preset("llama3-8b-a100", max_model_len=4096, provisioning="worst-case")
     long = EngineConfig.from_preset("llama3-8b-a100", max_model_len=8192, provisioning="worst-case")
