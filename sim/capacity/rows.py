@@ -75,14 +75,20 @@ def search_row(space: SearchSpace, settings: Settings, quiet: bool = False) -> d
 
 def _elastic(result: SearchResult, workload: Workload, settings: Settings, log: Any) -> dict[str, Any]:
     assert settings.autoscale is not None
-    space = result.space
-    counts = result.confirm.counts
+    return elastic_replay(result.space, result.confirm.threshold, result.confirm.counts, workload, settings,
+                          settings.autoscale, log)
+
+
+def elastic_replay(space: SearchSpace, threshold: Threshold, counts: tuple[tuple[int, int], ...],
+                   workload: Workload, settings: Settings, autoscale: AutoscaleConfig, log: Any) -> dict[str, Any]:
+    """Replay the whole trace with every pool autoscaled, starting at ``counts`` and allowed up to
+    ``ELASTIC_MAX_FACTOR`` times as many pods."""
     wide = tuple((tp, max(n, math.ceil(n * ELASTIC_MAX_FACTOR))) for tp, n in counts)
-    scaler = Autoscaler(settings.autoscale, {s.name: n for s, (_, n) in zip(space.pools, counts, strict=True)})
+    scaler = Autoscaler(autoscale, {s.name: n for s, (_, n) in zip(space.pools, counts, strict=True)})
     runner = TrialRunner(space, settings.slo, settings.seed, log)
-    trial = runner.run(workload.full, result.confirm.threshold, wide, "elastic", controller=scaler)
+    trial = runner.run(workload.full, threshold, wide, "elastic", controller=scaler)
     return {**elastic_row(trial), "max_pods": {s.name: n for s, (_, n) in zip(space.pools, wide, strict=True)},
-            "autoscale": dataclasses.asdict(settings.autoscale)}
+            "autoscale": dataclasses.asdict(autoscale)}
 
 
 def narrowed(space: SearchSpace, row: dict[str, Any], policy: str, sim_policy: str,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from sim.capacity.gallop import smallest_ok
+from sim.capacity.gallop import Search, smallest_ok
 from sim.capacity.guess import guess_pods
 from sim.capacity.slo import Slo, Verdict
 from sim.capacity.space import SearchSpace, Threshold
@@ -30,6 +30,8 @@ from sim.capacity.workload import Window, Workload
 from sim.engine.errors import ConfigError, SimError
 
 CONFIRM_ATTEMPTS = 3
+Key = tuple[int, int]
+"""(pool index, TP degree) of a lower-bound search."""
 
 
 class SearchExhausted(SimError):
@@ -101,7 +103,7 @@ class CapacitySearch:
     def _lower_bounds(self, window: Window, threshold: Threshold) -> list[dict[int, int]]:
         """Per pool, per valid TP: the smallest count passing when only that pool's misses count."""
         self._valid: list[list[int]] = [[] for _ in self.space.pools]
-        guesses: dict[tuple[int, int], int] = {}
+        guesses: dict[Key, int] = {}
         for i, shape in enumerate(self.space.pools):
             for tp in shape.tps():
                 guess = self._guess(window, threshold, i, tp)
@@ -128,7 +130,7 @@ class CapacitySearch:
                                  f"--max-pods {self.space.max_pods} pods")
         return bounds
 
-    def _cap(self, key: tuple[int, int], bounds: list[dict[int, int]]) -> int:
+    def _cap(self, key: Key, bounds: list[dict[int, int]]) -> int:
         """Pods worth testing: for one pool, fewer GPUs than the best TP degree found so far."""
         i, tp = key
         cap = self.space.max_pods
@@ -137,8 +139,9 @@ class CapacitySearch:
             cap = min(cap, (best - 1) // tp)
         return max(cap, 1)
 
-    def _resolve_known(self, window: Window, threshold: Threshold, searches: dict, pending: dict,
-                       bounds: list[dict[int, int]]) -> None:
+    def _resolve_known(self, window: Window, threshold: Threshold, searches: dict[Key, Search],
+                       pending: dict[Key, int], bounds: list[dict[int, int]]) -> None:
+        """Feed every search whose pending count can be judged from known points (repeat until none can)."""
         progress = True
         while progress:
             progress = False
@@ -155,7 +158,8 @@ class CapacitySearch:
                     if stop.value is not None:
                         bounds[i][tp] = stop.value
 
-    def _trial_for(self, window: Window, threshold: Threshold, pending: dict, bounds: list[dict[int, int]]) -> None:
+    def _trial_for(self, window: Window, threshold: Threshold, pending: dict[Key, int],
+                   bounds: list[dict[int, int]]) -> None:
         """One trial serving a pending request of every pool (a pool without one runs at a bound it passed)."""
         counts = []
         for i, shape in enumerate(self.space.pools):
