@@ -88,6 +88,12 @@ class PoolClassifier:
         self.short_context = next(p.max_context for p in pools if p.name == self.short)
         self.bytes_per_token = BytesPerToken(cfg.default_bytes_per_token, cfg.bytes_per_token_alpha)
         self.history = OutputHistory(cfg.history_size, cfg.history_max_keys)
+        self.total_threshold = cfg.total_threshold_tokens
+        """The total-token threshold in force (``cfg.total_threshold_tokens`` unless tuning moved it)."""
+
+    def set_total_threshold(self, tokens: int | None) -> None:
+        """Replace the total-token threshold (pool tuning applies its recommendation here)."""
+        self.total_threshold = tokens
 
     def expected_output(self, route: str, system_prompt_hash: str | None, max_tokens: int | None) -> int:
         cap = None
@@ -111,7 +117,7 @@ class PoolClassifier:
             return self.long, "context"
         if expected_output > self.cfg.output_threshold_tokens:
             return self.long, "output"
-        total = self.cfg.total_threshold_tokens
+        total = self.total_threshold
         if total is not None and prompt_tokens + expected_output > total:
             return self.long, "total"
         return self.short, "short"

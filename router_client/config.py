@@ -226,6 +226,47 @@ class ReporterConfig(BaseModel):
         return self
 
 
+class TuningConfig(BaseModel):
+    """Threshold and pool-split tuning for a short/long pool pair (``router_client/pool_tuning.py``)."""
+
+    model_config = _STRICT
+
+    enabled: bool = Field(default=False, description="Observe budgets and pool pressure; publish recommendations.")
+    apply: bool = Field(
+        default=False, description="Apply the recommended total-token threshold to the classifier (the pool "
+        "split is only recommended: pods are deployments).")
+    interval_s: float = Field(default=60.0, description="Seconds between recommendations.", gt=0)
+    window: int = Field(default=5000, description="Recent decisions whose token budgets are kept.", ge=10)
+    min_samples: int = Field(default=500, description="Budgets needed before the first recommendation.", ge=1)
+    min_threshold_tokens: int = Field(default=1024, description="Lowest total-token threshold recommended.", ge=1)
+    max_threshold_tokens: int | None = Field(
+        default=None, description="Highest total-token threshold recommended (null: the short pool's max_context).",
+        ge=1)
+    max_step_tokens: int = Field(default=1024, description="Largest threshold change per interval.", ge=1)
+    queue_per_pod_high: float = Field(
+        default=2.0, description="Waiting requests per pod (scraped) at which a pool counts as pressured.", gt=0)
+    preemptions_per_1k_high: float = Field(
+        default=5.0, description="Preemptions per 1,000 completions at which a pool counts as pressured.", gt=0)
+    late_share_high: float = Field(
+        default=0.05, description="Share of decisions predicted over their TTFT SLO at which a pool counts as "
+        "pressured.", gt=0, le=1)
+    hysteresis: float = Field(
+        default=0.25, description="Pressure difference below which the pools count as balanced.", ge=0)
+    step_work_share: float = Field(
+        default=0.05, description="Share of all work (prompt + expected output tokens) one step moves between "
+        "the pools.", gt=0, le=1)
+    min_pods: int = Field(default=1, description="Pods every pool keeps in a recommended split.", ge=1)
+    short_pool: str = Field(default="", description="Short pool ('' = classifier.short_pool).")
+    long_pool: str = Field(default="", description="Long pool ('' = classifier.long_pool).")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> TuningConfig:
+        if self.max_threshold_tokens is not None and self.max_threshold_tokens < self.min_threshold_tokens:
+            raise ValueError(f"tuning.max_threshold_tokens ({self.max_threshold_tokens}) < min_threshold_tokens "
+                             f"({self.min_threshold_tokens})")
+        return self
+
+
 class RouterConfig(BaseModel):
     """The whole router-client configuration (the JSON file of ``--config``)."""
 
@@ -244,6 +285,7 @@ class RouterConfig(BaseModel):
     prediction_quantile: float = Field(
         default=0.9, description="Quantile the pools' models predict (the trainer's LATENCY_QUANTILE_ALPHA): the "
         "correction's target quantile and the pinball loss's.", gt=0, lt=1)
+    tuning: TuningConfig = Field(default_factory=lambda: TuningConfig(), description="Threshold / pool-split tuning.")
     predictor_timeout_ms: float = Field(
         default=5.0, description="Budget from the start of a decision to the predictions; then the fallback.", gt=0)
     predictor_http_timeout_ms: float = Field(
@@ -266,6 +308,23 @@ class RouterConfig(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate pool names {names}")
         return self
+
+    @model_validator(mode="after")
+    def _tuning_pools(self) -> RouterConfig:
+        if not self.tuning.enabled:
+            return self
+        names = {p.name for p in self.pools}
+        pair = self.tuning_pools()
+        missing = sorted(set(pair) - names)
+        if len(names) < 2 or missing or pair[0] == pair[1]:
+            raise ValueError(f"tuning needs a short and a long pool; tuning pools {list(pair)}, "
+                             f"configured {sorted(names)}")
+        return self
+
+    def tuning_pools(self) -> tuple[str, str]:
+        """(short, long) pool names tuning works on."""
+        t, c = self.tuning, self.classifier
+        return (t.short_pool or c.short_pool, t.long_pool or c.long_pool)
 
     def pool(self, name: str) -> PoolConfig:
         for pool in self.pools:

@@ -36,6 +36,7 @@ from router_client.request import RequestInfo
 from router_client.scheduling.contracts import Candidate, SchedulingRequest
 from router_client.scraper import MetricsScraper
 from router_client.status import StatusSources, build_status
+from router_client.tuning_hook import RouterTuning
 
 __all__ = ["Decision", "RequestInfo", "Router"]
 
@@ -99,6 +100,10 @@ class Router:
         self._anon = 0
         self._dispatches = 0
         self._routed: dict[str, int] = {}
+        self._tuning: RouterTuning | None = None
+        if config.tuning.enabled:
+            self._tuning = RouterTuning(config, self._classifier, self._state, clock())
+            self._tuning.register(self.metrics_registry)
 
     @property
     def pools(self) -> Mapping[str, PoolConfig]:
@@ -165,6 +170,9 @@ class Router:
             self._state.dispatch(decision.dispatch_id, decision.pod_url, decision.uncached_prefill_tokens)
             self._prefix.record(decision.pod_url, hashes)
         self._metrics.decided(pool, decision.shed, decision.reason, self._clock() - started)
+        if self._tuning is not None:
+            self._tuning.on_decision(budget, info.max_tokens, decision.predicted_ttft_ms, request.slo_ttft_ms,
+                                     self._clock())
         return decision
 
     def _live(self, candidates: list[Candidate]) -> list[Candidate]:
@@ -223,6 +231,8 @@ class Router:
         if decision.pod_url is None:
             return
         streamed = self._state.complete(decision.dispatch_id)
+        if self._tuning is not None:
+            self._tuning.on_complete(decision.pool)
         info = decision.info
         if info is not None and not error:
             self._classifier.observe(info, prompt_tokens, output_tokens)
@@ -264,6 +274,9 @@ class Router:
         sources = StatusSources(self.config, self.correction, self.drift, self._state, self.share, self._routed,
                                 self._metrics.fallback_counts(), self._metrics.shed_counts())
         return build_status(sources, self._clock())
+    def tuning_status(self) -> dict[str, Any] | None:
+        """Pool tuning's state and last recommendation (None when ``tuning.enabled`` is off)."""
+        return None if self._tuning is None else self._tuning.status()
 
     def in_flight(self, pod_url: str) -> int:
         return self._state.running(pod_url)

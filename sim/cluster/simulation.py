@@ -17,6 +17,7 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from sim.cluster.config import ClusterConfig, PodPlan
 from sim.cluster.policy import (
@@ -60,6 +61,8 @@ class RequestRecord:
     predicted_tpot_ms: float | None = None
     aborted: str | None = None
     """Why the request was lost after dispatch (``pod_failed``), else None."""
+    first_token_s: float | None = None
+    """Virtual time of the first token (set when it is delivered, before completion)."""
 
 
 @dataclass
@@ -88,7 +91,9 @@ class ReplayResult:
 
 
 @dataclass
-class _Pod:
+class SimPod:
+    """One pod of the replay: its engine, the metrics as last scraped and the router-side dispatches."""
+
     pod_id: str
     pool: str
     pod_class: str
@@ -98,12 +103,27 @@ class _Pod:
     active: dict[str, _Dispatch] = field(default_factory=dict)
     """Dispatched and not completed, by request id."""
     events: list[dict[str, object]] = field(default_factory=list)
+    routable: bool = True
+    """False while a controller drains the pod or keeps it off (no routing candidate)."""
+    tp: int = 1
+    """GPUs of the pod (its tensor-parallel degree)."""
+
+
+class Controller(Protocol):
+    """Changes the cluster while it runs (e.g. an autoscaler): attached once, ticked before every dispatch
+    (after the pods advanced and the events up to ``now`` were delivered), finished at the end."""
+
+    def attach(self, pods: Sequence[SimPod], start_s: float) -> None: ...
+
+    def tick(self, now: float) -> None: ...
+
+    def finish(self, end_s: float) -> dict[str, object]: ...
 
 
 @dataclass
 class _Dispatch:
     item: ReplayItem
-    pod: _Pod
+    pod: SimPod
     features: dict[str, float | int | str]
     uncached: int
     record: RequestRecord
@@ -112,6 +132,8 @@ class _Dispatch:
 
 
 ProgressFn = Callable[[int, int, float], None]
+StopFn = Callable[[float, Sequence["RequestRecord"]], bool]
+"""Asked before every dispatch with the time and the records so far; True ends the replay there."""
 
 
 def _context_needed(view: RequestView) -> int:
@@ -120,10 +142,12 @@ def _context_needed(view: RequestView) -> int:
 
 
 class ClusterSimulation:
-    def __init__(self, cfg: ClusterConfig, policy: Policy, seed: int = 0, scenario: Scenario | None = None) -> None:
+    def __init__(self, cfg: ClusterConfig, policy: Policy, seed: int = 0, scenario: Scenario | None = None,
+                 controller: Controller | None = None) -> None:
         self.cfg = cfg
         self.policy = policy
         self.scenario = scenario
+        self.controller = controller
         self.pods = [self._make_pod(plan, seed * 1009 + n) for n, plan in enumerate(cfg.pods())]
         self._by_id = {p.pod_id: p for p in self.pods}
         capacity = cfg.router_prefix_blocks or max(p.engine.pool.num_blocks for p in self.pods)
@@ -138,15 +162,21 @@ class ClusterSimulation:
             scenario.check_pods({p.pod_id: p.engine.cfg for p in self.pods})
 
     @staticmethod
-    def _make_pod(plan: PodPlan, seed: int) -> _Pod:
+    def _make_pod(plan: PodPlan, seed: int) -> SimPod:
         engine = Engine(plan.engine, StepTimeModel(plan.engine, seed=seed))
-        return _Pod(plan.pod_id, plan.pool, plan.pod_class, engine, ScrapedMetrics(0, 0, 0.0, 0, 0.0))
+        return SimPod(plan.pod_id, plan.pool, plan.pod_class, engine, ScrapedMetrics(0, 0, 0.0, 0, 0.0),
+                      tp=plan.engine.tensor_parallel_size)
 
-    def run(self, items: Sequence[ReplayItem], progress: ProgressFn | None = None) -> ReplayResult:
+    def run(self, items: Sequence[ReplayItem], progress: ProgressFn | None = None,
+            stop: StopFn | None = None) -> ReplayResult:
+        """Replay ``items``; ``stop`` may end the replay early (the result's ``extra["stopped_at_s"]``)."""
         total = len(items)
+        stopped_at: float | None = None
         pending: list[TimedEvent] = []
         if self.scenario is not None and items:
             pending = self.scenario.resolve(items[0].view.arrival_s, items[-1].view.arrival_s)[::-1]
+        if self.controller is not None:
+            self.controller.attach(self.pods, items[0].view.arrival_s if items else 0.0)
         for i, item in enumerate(items):
             t = item.view.arrival_s
             while pending and pending[-1].at_s <= t:
@@ -154,9 +184,18 @@ class ClusterSimulation:
             self._maybe_scrape(t)
             self._advance_all(t)
             self._drain(t)
+            if self.controller is not None:
+                self.controller.tick(t)
+            if stop is not None and stop(t, self.records):
+                stopped_at = t
+                break
             self._dispatch(item, t)
             if progress is not None and (i % 256 == 0 or i == total - 1):
                 progress(i + 1, total, t)
+        if stopped_at is not None:
+            result = self._result(items)
+            result.extra["stopped_at_s"] = stopped_at
+            return result
         while pending:
             self._apply_event(pending.pop())
         self._advance_all(math.inf)
@@ -174,7 +213,7 @@ class ClusterSimulation:
         if ev.change.fail:
             self._abort_all(pod)
 
-    def _abort_all(self, pod: _Pod) -> None:
+    def _abort_all(self, pod: SimPod) -> None:
         """Release the router-side state of every request lost with ``pod``."""
         for d in pod.active.values():
             d.aborted = True
@@ -215,6 +254,7 @@ class ClusterSimulation:
                 continue
             if kind == FIRST_TOKEN:
                 d.first_token_seen = True
+                d.record.first_token_s = when
                 self.in_flight.first_token(d.pod.pod_id, d.uncached)
             else:
                 self._complete(seq, d, when)
@@ -225,7 +265,7 @@ class ClusterSimulation:
         need = _context_needed(view)
         for pod in self.pods:
             max_len = pod.engine.cfg.max_model_len
-            if need > max_len or pod.engine.failed:
+            if need > max_len or pod.engine.failed or not pod.routable:
                 continue
             out.append(
                 PodSnapshot(
@@ -308,4 +348,7 @@ class ClusterSimulation:
                     None if self.scenario is None else p.events,
                 )
             )
-        return ReplayResult(self.records, self.samples, pods, elapsed)
+        extra: dict[str, object] = {}
+        if self.controller is not None:
+            extra["controller"] = self.controller.finish(span)
+        return ReplayResult(self.records, self.samples, pods, elapsed, extra)

@@ -18,6 +18,7 @@ _FACTORIES: dict[str, tuple[str, str]] = {
     "predicted-latency": ("sim.policies.predicted_latency", "predicted_latency"),
     "dual-pool": ("sim.policies.predicted_latency", "dual_pool"),
     "load-prefix": ("sim.policies.load_prefix", "load_prefix"),
+    "dual-pool-round-robin": ("sim.policies.pool_round_robin", "DualPoolRoundRobin"),
 }
 
 

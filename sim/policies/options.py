@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from router_client.config import ClassifierConfig, CorrectionConfig, PluginSpec, SchedulerConfig
+from router_client.config import ClassifierConfig, CorrectionConfig, PluginSpec, SchedulerConfig, TuningConfig
 
 
 class ReplayOptions(BaseModel):
@@ -32,10 +32,19 @@ class ReplayOptions(BaseModel):
     short_pool: str = Field(default="short", description="dual-pool: short pool name.")
     long_pool: str = Field(default="long", description="dual-pool: long pool name.")
     output_threshold: int = Field(default=512, description="dual-pool: expected output above → long.", ge=0)
-    total_threshold: int | None = Field(default=2048, description="dual-pool: prompt+output above → long.", ge=0)
+    total_threshold: int | None = Field(
+        default=2048, description="dual-pool: prompt+output above → long ('none': context rule only).", ge=0)
+    tuning: bool = Field(default=False, description="dual-pool: run the router's pool tuner (threshold, split).")
+    tuning_apply: bool = Field(default=True, description="dual-pool tuning: apply the recommended threshold.")
+    tuning_interval_s: float = Field(default=60.0, description="dual-pool tuning: virtual s between steps.", gt=0)
     router_config: Path | None = Field(
-        default=None, description="JSON file {\"scheduler\": {...}, \"classifier\": {...}, \"correction\": {...}} "
-        "(each section replaces the one built from the options above).")
+        default=None, description="JSON file with any of the sections \"scheduler\", \"classifier\", \"correction\", "
+        "\"tuning\" (each replaces the one built from the options above).")
+
+    @field_validator("total_threshold", mode="before")
+    @classmethod
+    def _none_threshold(cls, value: object) -> object:
+        return None if isinstance(value, str) and value.lower() in ("none", "null", "") else value
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReplayOptions:
@@ -70,11 +79,21 @@ class ReplayOptions(BaseModel):
             return CorrectionConfig.model_validate(file["correction"])
         return CorrectionConfig(enabled=self.correction)
 
+    def tuning_config(self) -> TuningConfig | None:
+        """The pool tuner's config (None: tuning off); a ``tuning`` section of ``router_config`` wins."""
+        file = self._file()
+        if "tuning" in file:
+            cfg = TuningConfig.model_validate(file["tuning"])
+            return cfg if cfg.enabled else None
+        if not self.tuning:
+            return None
+        return TuningConfig(enabled=True, apply=self.tuning_apply, interval_s=self.tuning_interval_s)
+
     def _file(self) -> dict[str, Any]:
         if self.router_config is None:
             return {}
         data = orjson.loads(self.router_config.read_bytes())
-        unknown = set(data) - {"scheduler", "classifier", "correction"}
+        unknown = set(data) - {"scheduler", "classifier", "correction", "tuning"}
         if unknown:
             raise ValueError(f"{self.router_config}: unknown keys {sorted(unknown)}")
         return dict(data)

@@ -1,8 +1,8 @@
 """``predicted-latency`` and ``dual-pool`` replay policies: the router's decision core in virtual time.
 
-Per request: (dual-pool) the pool classifier picks short or long by token budget — the trace's
-output length, when the replay exposes it, plays the role of ``max_tokens``, otherwise the
-per-route history percentile is used; then the pool's latency models (in-process, retrained every
+Per request: (dual-pool) the pool classifier picks short or long by token budget (the client's
+``max_tokens`` capped by the history percentile of completed outputs, see :mod:`sim.policies.pools`,
+optionally with the pool tuner); then the pool's latency models (in-process, retrained every
 ``retrain_interval_s`` of virtual time from the samples of completed requests) predict TTFT/TPOT
 for every candidate pod, and the same :class:`~router_client.pipeline.DecisionCore` as the live
 router filters, scores, picks or sheds. Before a pool's first fit the composite fallback scores.
@@ -16,17 +16,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from router_client.classifier import PoolClassifier
-from router_client.config import PoolConfig, SloConfig
+from router_client.config import SloConfig
 from router_client.correction import PodCorrection
 from router_client.pipeline import DecisionCore
 from router_client.scheduling.contracts import Candidate, SchedulingRequest
 from shared.columns import to_columns
 from sim.cluster.policy import Completion, Decision, PodSnapshot, PolicyContext, RequestView
 from sim.policies.options import ReplayOptions
+from sim.policies.pools import PoolSelector
 from sim.policies.retrainer import InProcessRetrainer, RetrainSettings
 
-_ROUTE = "/v1/completions"
 ALL = "all"
 """predicted-latency treats every pod of the cluster as one pool with one model."""
 
@@ -50,13 +49,7 @@ class PredictedLatencyPolicy:
         settings = RetrainSettings(min_samples=self.opts.min_samples, bucket_cap=self.opts.bucket_cap,
                                    rounds=self.opts.rounds, alpha=self.opts.alpha)
         self.models = {pool: InProcessRetrainer(settings) for pool in pools}
-        self.classifier: PoolClassifier | None = None
-        if dual:
-            cfg = self.opts.classifier()
-            missing = {cfg.short_pool, cfg.long_pool} - set(pools)
-            if missing and len(pools) > 1:
-                raise ValueError(f"dual-pool: pools {sorted(missing)} not in the cluster {sorted(pools)}")
-            self.classifier = PoolClassifier(cfg, [PoolConfig(name=p, pods=ids) for p, ids in pools.items()])
+        self.selector = PoolSelector(self.opts, pools) if dual else None
         self._next_retrain = self.opts.retrain_interval_s
         self.retrains = 0
         self.correction = PodCorrection(self.opts.correction_config(), self.opts.alpha)
@@ -66,7 +59,7 @@ class PredictedLatencyPolicy:
     # -- policy protocol --------------------------------------------------------------------
     def choose(self, request: RequestView, pods: Sequence[PodSnapshot]) -> Decision:
         self._maybe_retrain(request.arrival_s)
-        pool, cands = self._pool_of(request, pods)
+        pool, cands = self.selector.select(request, pods) if self.selector is not None else (ALL, list(pods))
         raw = self._predict(pool, request, cands)
         predicted = None if raw is None else self.correction.apply([p.pod_id for p in cands], raw,
                                                                    request.arrival_s)
@@ -79,6 +72,9 @@ class PredictedLatencyPolicy:
         sreq = SchedulingRequest(request.request_id, request.prompt_tokens, request.slo_ttft_ms,
                                  request.slo_tpot_ms, self.opts.sheddable)
         outcome = self.core.decide(pool, sreq, candidates)
+        if self.selector is not None:
+            pick = outcome.best if outcome.index is None else candidates[outcome.index]
+            self.selector.decided(pool, pick.predicted_ttft_ms if pick else None, request)
         if outcome.index is None:
             best = outcome.best
             return Decision(None, outcome.reason.split(" ", 1)[0], best.predicted_ttft_ms if best else None,
@@ -89,15 +85,20 @@ class PredictedLatencyPolicy:
         return Decision.route(chosen.pod, chosen.predicted_ttft_ms, chosen.predicted_tpot_ms)
 
     def on_complete(self, completion: Completion) -> None:
-        self.models[completion.pool if self.classifier is not None else ALL].add(completion.sample)
-        if self.classifier is not None:
-            self.classifier.history.observe("route:" + _ROUTE, completion.output_tokens)
+        self.models[completion.pool if self.selector is not None else ALL].add(completion.sample)
+        if self.selector is not None:
+            self.selector.on_complete(completion)
         raw = self._raw.pop(completion.request.request_id, None)
         if raw is not None:
             now = completion.finished_at_s
             self.correction.observe(completion.pod_id, "ttft", raw[0], completion.ttft_ms, now)
             if completion.output_tokens > 1:
                 self.correction.observe(completion.pod_id, "tpot", raw[1], completion.tpot_ms, now)
+
+    def status(self) -> dict[str, object]:
+        """Extra summary keys: retrains and (dual-pool with tuning) the tuner's state and recommendations."""
+        tuning = self.selector.status() if self.selector is not None else None
+        return {"retrains": self.retrains, **({"tuning": tuning} if tuning is not None else {})}
 
     # -- internals --------------------------------------------------------------------------
     def _predict(self, pool: str, request: RequestView,
@@ -114,21 +115,6 @@ class PredictedLatencyPolicy:
         for model in self.models.values():
             self.retrains += model.retrain(now)
         self._next_retrain = now + self.opts.retrain_interval_s
-
-    def _pool_of(self, request: RequestView, pods: Sequence[PodSnapshot]) -> tuple[str, list[PodSnapshot]]:
-        if self.classifier is None:
-            return ALL, list(pods)
-        c = self.classifier
-        if c.single is not None:
-            return c.single, list(pods)
-        short = [p for p in pods if p.pool == c.short]
-        if not short:
-            return c.long, [p for p in pods if p.pool == c.long]
-        max_tokens = request.max_output_tokens or request.expected_output_tokens
-        expected = c.expected_output(_ROUTE, None, max_tokens)
-        pool, _ = c.classify_tokens(request.prompt_tokens, expected, max_tokens, short[0].max_model_len)
-        chosen = short if pool == c.short else [p for p in pods if p.pool == c.long]
-        return (pool, chosen) if chosen else (c.short, short)
 
 
 def predicted_latency(ctx: PolicyContext) -> PredictedLatencyPolicy:

@@ -9,7 +9,7 @@ from typing import Any
 from sim.cluster.config import ClusterConfig
 from sim.cluster.policy import PolicyContext
 from sim.cluster.registry import PolicyRegistry, default_registry
-from sim.cluster.simulation import ClusterSimulation, ProgressFn, ReplayItem, ReplayResult
+from sim.cluster.simulation import ClusterSimulation, Controller, ProgressFn, ReplayItem, ReplayResult, StopFn
 from sim.replay.summary import summarize
 from sim.scenario import Scenario
 
@@ -24,6 +24,8 @@ def run_policy(
     progress: ProgressFn | None = None,
     slo_ttft_ms: float | None = None,
     scenario: Scenario | None = None,
+    controller: Controller | None = None,
+    stop: StopFn | None = None,
 ) -> tuple[dict[str, Any], ReplayResult]:
     """Build the policy, replay ``items`` on a fresh cluster, return ``(summary, result)``."""
     reg = registry or default_registry()
@@ -31,9 +33,12 @@ def run_policy(
     ctx = PolicyContext(seed=seed, pods=cfg.pod_ids(), options=dict(options or {}), pod_classes=classes)
     pol = reg.build(policy, ctx)
     t0, c0 = time.perf_counter(), time.process_time()
-    sim = ClusterSimulation(cfg, pol, seed=seed, scenario=scenario)
-    result = sim.run(items, progress)
+    sim = ClusterSimulation(cfg, pol, seed=seed, scenario=scenario, controller=controller)
+    result = sim.run(items, progress, stop)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     summary = summarize(result, policy, wall, slo_ttft_ms)
     summary["cpu_s"] = round(cpu, 3)
+    status = getattr(pol, "status", None)
+    if callable(status):
+        summary["policy_status"] = status()
     return summary, result

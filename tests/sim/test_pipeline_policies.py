@@ -141,3 +141,32 @@ def test_correction_finds_the_faster_pod_in_virtual_time() -> None:
     assert n_corr >= n_plain, (n_plain, n_corr)
     end = work[-1].view.arrival_s
     assert plain_policy.correction.factor("h-0", "ttft", end) == 1.0
+@pytest.mark.timeout(180)
+def test_tuning_raises_the_threshold_when_the_long_pool_is_pressured() -> None:
+    rng = random.Random(5)
+    work, t = [], 0.0
+    for i in range(1500):
+        t += rng.expovariate(15.0)
+        prompt, output = rng.randint(200, 3000), rng.randint(20, 150)
+        hashes = tuple(rng.getrandbits(62) for _ in range(prompt // 16))
+        view = RequestView(f"r{i}", t, prompt, None, 256, f"k{i}", hashes)
+        work.append(ReplayItem(view, output))
+    short = EngineConfig.from_preset("llama3-8b-a100", max_model_len=4096, provisioning="worst-case")
+    long = EngineConfig.from_preset("llama3-8b-a100", max_model_len=8192, provisioning="worst-case")
+    cfg = ClusterConfig(pools=(PoolSpec("short", 2, short), PoolSpec("long", 1, long)))
+    shares = {}
+    for tuning in ("false", "true"):
+        pol = registry().build("dual-pool-round-robin", PolicyContext(
+            seed=1, pods=cfg.pod_ids(), options={"tuning": tuning, "tuning_interval_s": "5"}))
+        sim = ClusterSimulation(cfg, pol, seed=1)
+        sim.run(work)
+        shares[tuning] = sum(r.pool == "long" for r in sim.records) / len(sim.records)
+        status = pol.status()
+        if tuning == "true":
+            tuned = status["tuning"]
+            assert tuned["updates"] >= 2 and tuned["threshold_tokens"] > 2048, tuned
+            assert any(r["reason"].startswith("long pool pressured") and r["split"]["long"] == 2
+                       for r in tuned["recommendations"])
+        else:
+            assert "tuning" not in status
+    assert shares["true"] < shares["false"] - 0.05, shares
