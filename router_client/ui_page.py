@@ -64,7 +64,7 @@ def _scatter(name: str, recent: dict[str, Any], target: str, q: float) -> str:
 
 
 def _reasons(pool: dict[str, Any]) -> str:
-    items = [(f"shed: {k}", float(v)) for k, v in pool["shed"].items()]
+    items = [(k if k.startswith("shed") else f"shed: {k}", float(v)) for k, v in pool["shed"].items()]
     items += [(f"fallback: {k}", float(v)) for k, v in pool["fallbacks"].items()]
     return bar_chart(items, Frame(f"{pool['name']}: sheds and fallback decisions (since start)"),
                      value_fmt=lambda v: f"{v:.0f}", empty="no sheds, no fallbacks")

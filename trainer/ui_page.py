@@ -91,7 +91,7 @@ def _history_table(name: str, m: dict[str, Any]) -> str:
     if not rows:
         return '<p class="note">No retrain yet: a model retrains when it holds enough rows and new rows arrived.</p>'
     return table(["time (UTC)", "rows", "holdout", "fit s", "MAE", "RMSE", "coverage", "pinball", "ref. pinball",
-                  "decision", "chosen", "rounds", "selection log-RMSE", "why"], rows, left=1)
+                  "decision", "chosen", "rounds", "selection log-RMSE", "why"], rows, left=1, text=(9, 10, 12, 13))
 
 
 def _live_cards(name: str, m: dict[str, Any]) -> str:

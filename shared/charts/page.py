@@ -21,7 +21,7 @@ h3{font-size:14px;margin:14px 0 6px}.sub{color:#666;font-size:12px;margin-bottom
 .card .k{font-size:11px;color:#666}.card .v{font-size:17px;font-weight:600}
 table{border-collapse:collapse;background:#fff;font-size:12px;margin:6px 0}
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;vertical-align:top}
-th{background:#f0f0f0}td.l,th.l{text-align:left}
+th{background:#f0f0f0}td.l,th.l,td.text{text-align:left}
 svg.chart{background:#fff;border:1px solid #ddd;border-radius:4px}
 .ok{color:#2a7d2a;font-weight:600}.bad{color:#c0392b;font-weight:600}.warn{color:#b7791f;font-weight:600}
 .note{font-size:12px;color:#555;max-width:1100px}
@@ -57,11 +57,15 @@ def cards(items: Iterable[tuple[str, str]]) -> str:
     return '<div class="cards">' + "".join(card(k, v) for k, v in items) + "</div>"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> str:
-    """Cells are HTML already (use :func:`esc` / :func:`num`); the first ``left`` columns align left."""
-    head = "".join(f'<th class="{"l" if i < left else ""}">{esc(h)}</th>' for i, h in enumerate(headers))
-    body = "".join("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{c}</td>' for i, c in enumerate(r))
-                   + "</tr>" for r in rows)
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1, text: Sequence[int] = ()) -> str:
+    """Cells are HTML already (use :func:`esc` / :func:`num`); the first ``left`` columns and the columns in
+    ``text`` align left."""
+    def cls(i: int) -> str:
+        return "l" if i < left or i in text else ""
+
+    head = "".join(f'<th class="{cls(i)}">{esc(h)}</th>' for i, h in enumerate(headers))
+    body = "".join("<tr>" + "".join(f'<td class="{cls(i)}">{c}</td>' for i, c in enumerate(r)) + "</tr>"
+                   for r in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
