@@ -124,7 +124,7 @@ def _service_section(d: dict[str, Any]) -> list[str]:
     top = cards([("live bundle", version), ("durable rows", num(d["durable"]["rows"], "durable.rows")),
                  ("durable bytes", num(d["durable"]["bytes"], "durable.bytes")),
                  ("rows ingested (since start)", num(d["ingest"]["total"], "ingest.total")),
-                 ("ingest now (rows/s)", num(rate, "ingest.rate", 1)),
+                 ("ingest now (rows/s)", num(rate, "ingest.series.-1.1", 1)),
                  ("retrain cycles / failures", num(r["cycles"], "retrain.cycles") + " / "
                   + num(r["failures"], "retrain.failures")),
                  ("quarantined now / total", num(q["held"], "quarantine.held") + " / "
