@@ -15,6 +15,8 @@ from html import escape
 
 from shared.charts.scale import Scale, extent, finite, fmt
 
+MAX_LINE_POINTS = 240
+"""A line keeps at most this many points (every k-th, and the last): about one per two pixels of a chart."""
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
 MARGIN = (40, 14, 40, 58)  # top, right, bottom, left
 Formatter = Callable[[float], str]
@@ -124,11 +126,19 @@ def _band(band: Band, xs: Scale, ys: Scale) -> str:
     return f'<polygon class="band" points="{upper} {lower}" fill="#9ecae1" fill-opacity="0.35" stroke="none"/>'
 
 
+def _thin(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    if len(points) <= MAX_LINE_POINTS:
+        return points
+    step = math.ceil(len(points) / MAX_LINE_POINTS)
+    kept = points[::step]
+    return kept if kept[-1] == points[-1] else [*kept, points[-1]]
+
+
 def line_chart(series: Sequence[Series], frame: Frame, *, band: Band | None = None, y_log: bool = False,
                include_zero: bool = False, y_range: tuple[float, float] | None = None) -> str:
     """Lines (and optional dots) over a shared x axis, with optional band and horizontal reference lines."""
-    pairs = [[(x, float(y)) for x, y in zip(s.xs, s.ys, strict=True) if y is not None and math.isfinite(y)
-              and (not y_log or y > 0)] for s in series]
+    pairs = [_thin([(x, float(y)) for x, y in zip(s.xs, s.ys, strict=True) if y is not None and math.isfinite(y)
+                    and (not y_log or y > 0)]) for s in series]
     points = sum(map(len, pairs))
     if not points:
         return _empty(frame)

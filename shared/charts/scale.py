@@ -1,14 +1,13 @@
 """Axis scales for the server-side SVG charts: data → pixels, and readable tick values.
 
 Linear scales get "nice" ticks (1, 2, 2.5, 5 × 10^k steps); log scales get the powers of ten in range
-(plus 2 and 5 multiples when fewer than three decades are shown). Pure functions, no I/O.
+(plus 2 and 5 multiples when the range spans under 2.5 decades). Pure functions, no I/O.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 _STEPS = (1.0, 2.0, 2.5, 5.0, 10.0)
 
@@ -34,32 +33,31 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
-    """Powers of ten within ``[lo, hi]`` (with 2× and 5× when the range spans under three decades)."""
+    """Powers of ten within ``[lo, hi]`` (with 2× and 5× when the range spans under 2.5 decades)."""
     first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    mults = (1.0, 2.0, 5.0) if last - first < 3 else (1.0,)
+    mults = (1.0, 2.0, 5.0) if math.log10(hi / lo) < 2.5 else (1.0,)
     ticks = [m * 10.0 ** e for e in range(first, last + 1) for m in mults]
     inside = [t for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
     return inside or [lo, hi]
 
 
-@dataclass(frozen=True)
 class Scale:
     """Maps ``[lo, hi]`` onto pixels ``[p0, p1]`` (``p1 < p0`` for a y axis), linear or log10."""
 
-    lo: float
-    hi: float
-    p0: float
-    p1: float
-    log: bool = False
+    __slots__ = ("lo", "hi", "p0", "p1", "log", "_a", "_b", "_low", "_high")
+
+    def __init__(self, lo: float, hi: float, p0: float, p1: float, log: bool = False) -> None:
+        self.lo, self.hi, self.p0, self.p1, self.log = lo, hi, p0, p1, log
+        a, b = (math.log10(lo), math.log10(hi)) if log else (lo, hi)
+        span = b - a
+        self._a = 0.0 if span == 0 else (p1 - p0) / span  # pixels per unit
+        self._b = (p0 + p1) / 2 if span == 0 else p0 - a * self._a
+        edge = 0.05 * (p1 - p0)  # points beyond the range are drawn just outside the frame, not far away
+        self._low, self._high = min(p0 - edge, p1 + edge), max(p0 - edge, p1 + edge)
 
     def __call__(self, value: float) -> float:
-        if self.log:
-            v = math.log10(max(value, self.lo))
-            lo, hi = math.log10(self.lo), math.log10(self.hi)
-        else:
-            v, lo, hi = value, self.lo, self.hi
-        frac = 0.5 if hi == lo else (v - lo) / (hi - lo)
-        return self.p0 + min(max(frac, -0.05), 1.05) * (self.p1 - self.p0)
+        v = math.log10(max(value, self.lo)) if self.log else value
+        return min(max(self._a * v + self._b, self._low), self._high)
 
     def ticks(self, count: int = 5) -> list[float]:
         return log_ticks(self.lo, self.hi) if self.log else nice_ticks(self.lo, self.hi, count)
