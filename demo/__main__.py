@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import orjson
 
-from demo import report_html
+from demo import report_html, screenshots
 from demo.load import LoadStats, run_load
 from demo.procs import StartupError
 from demo.report import build_summary, print_report
@@ -47,6 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     p.add_argument("--workdir", type=Path, default=REPO / "demo-data", help="data + logs (wiped at start)")
     p.add_argument("--summary", type=Path, default=REPO / "demo-summary.json")
+    p.add_argument("--screenshots", type=Path, default=None,
+                   help="also save PNGs of the status pages and the report into this directory")
     p.add_argument("--report", type=Path, default=None, help="HTML report (default: demo-report.html next to the "
                    "summary)")
     p.add_argument("--seed", type=int, default=0)
@@ -114,6 +116,9 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher
         finally:
             _install_signal_handlers()
         peak_rss = {name: child.peak_rss_mb() for name, child in stack.procs.children.items()}
+        if args.screenshots is not None:
+            screenshots.take({"router-ui": stack.router_url + "/ui?refresh=0",
+                              "trainer-ui": stack.trainer_urls["short"] + "/ui?refresh=0"}, args.screenshots)
     settings = {"duration_s": args.duration, "rate_scale": args.rate_scale, "time_scale": args.time_scale,
                 "retrain_interval_s": args.retrain_interval, "trace": args.trace.name, "seed": args.seed}
     joined = join(stats.records, watcher.routed, watcher.bundles)
@@ -138,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     report = args.report or args.summary.with_name("demo-report.html")
     t0 = min((r.sent_wall for r in watcher.stats.records), default=time.time())
     report_html.write(report, summary, joined, watcher.bundles, t0)
+    if args.screenshots is not None:
+        screenshots.take({"demo-report": report.resolve().as_uri()}, args.screenshots)
     print(f"\nwrote {args.summary} and {report}  (logs in {args.workdir / 'logs'})")
     return 0
 

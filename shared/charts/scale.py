@@ -38,6 +38,8 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     mults = (1.0, 2.0, 5.0) if math.log10(hi / lo) < 2.5 else (1.0,)
     ticks = [m * 10.0 ** e for e in range(first, last + 1) for m in mults]
     inside = [t for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
+    if len(inside) < 3:  # under one decade: round linear values read better than one lonely power of ten
+        inside = [t for t in nice_ticks(lo, hi, 6) if t > 0]
     return inside or [lo, hi]
 
 

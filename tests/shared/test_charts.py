@@ -24,6 +24,7 @@ def test_nice_ticks(lo: float, hi: float, expected: list[float]) -> None:
 def test_log_ticks_add_2_and_5_on_short_ranges() -> None:
     assert log_ticks(3.0, 400.0) == pytest.approx([5.0, 10.0, 20.0, 50.0, 100.0, 200.0])
     assert log_ticks(1.0, 1e5) == pytest.approx([1.0, 10.0, 100.0, 1e3, 1e4, 1e5])
+    assert log_ticks(2.2, 7.5) == pytest.approx([3.0, 4.0, 5.0, 6.0, 7.0])  # under a decade: linear values
 
 
 def test_scales_map_the_range_onto_pixels_and_clamp_outliers() -> None:
