@@ -4,9 +4,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint typecheck pytest demo bench clean
+.PHONY: install browser test lint typecheck pytest demo bench clean
 
-install: $(STAMP)
+install: $(STAMP) browser
+
+# Headless Chromium for the status-page tests: apt-get when absent and possible (a no-op when present).
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || $(PY) deploy/install_chromium.py
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)

@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         args = parse_args(["--duration", str(opts.duration), "--workdir", str(Path(tmp) / "stack"),
                            "--summary", str(Path(tmp) / "summary.json")])
-        summary = run(args)
+        summary, _, _ = run(args)
     print("\n| process | peak RSS MiB |\n|---|---|")
     for name, mib in sorted(summary["peak_rss_mib"].items()):
         print(f"| {name} | {mib} |")

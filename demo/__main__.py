@@ -3,9 +3,12 @@
 Starts sim pods in two pools, a trainer + predictor per pool and the router (child processes, data
 under ``./demo-data``), replays the Azure LLM 2023 conversation trace (rate-scaled) through the
 router with a streaming OpenAI client for a bounded time while printing progress, retrains and the
-predictors' changing predictions, then prints the decision mix, the retrains and predicted vs
-actual TTFT and writes ``demo-summary.json``. Every child is stopped at the end, on error and on
-Ctrl-C. Trace: "Azure LLM inference trace 2023, Microsoft Azure" (CC-BY 4.0).
+predictors' changing predictions, then prints the decision mix, the retrains, the predictions judged
+against the latency the router measured (``demo.truth``) with the client-observed latency split into its
+parts, and a one-line verdict; writes ``demo-summary.json`` and ``demo-report.html`` (plots embedded).
+While it runs, the router's and the trainers' status pages (``/ui``) are printed and can be opened.
+Every child is stopped at the end, on error and on Ctrl-C.
+Trace: "Azure LLM inference trace 2023, Microsoft Azure" (CC-BY 4.0).
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from typing import Any
 import httpx
 import orjson
 
+from demo import report_html, screenshots
 from demo.load import LoadStats, run_load
 from demo.procs import StartupError
 from demo.report import build_summary, print_report
 from demo.stack import LONG, REPO, SHORT, Stack, StackSpec
+from demo.truth import Joined, join
 from demo.watch import Watcher
 from demo.workload import DEFAULT_TRACE, ChatWorkload, load_trace
 
@@ -42,6 +47,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--trace", type=Path, default=DEFAULT_TRACE)
     p.add_argument("--workdir", type=Path, default=REPO / "demo-data", help="data + logs (wiped at start)")
     p.add_argument("--summary", type=Path, default=REPO / "demo-summary.json")
+    p.add_argument("--screenshots", type=Path, default=None,
+                   help="also save PNGs of the status pages and the report into this directory")
+    p.add_argument("--report", type=Path, default=None, help="HTML report (default: demo-report.html next to the "
+                   "summary)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--shed-every", type=float, default=10.0,
                    help="seconds between sheddable requests with an impossible SLO (answered 429)")
@@ -68,7 +77,8 @@ async def _drive(stack: Stack, args: argparse.Namespace, stats: LoadStats) -> tu
     requests = ChatWorkload(seed=args.seed).requests(rows)
     print(f"load: {len(rows)} requests from {args.trace.name} over {args.duration:.0f} s "
           f"(rate x{args.rate_scale:g}), streaming chat completions via {stack.router_url}", flush=True)
-    watcher = Watcher({p: stack.logs(f"trainer-{p}") for p in stack.trainer_urls}, stack.predictor_urls, stats)
+    watcher = Watcher({p: stack.logs(f"trainer-{p}") for p in stack.trainer_urls}, stack.predictor_urls, stats,
+                      stack.router_url)
     watch = asyncio.create_task(watcher.run())
     try:
         await run_load(stack.router_url, requests, stats, time.monotonic() + args.duration, args.shed_every)
@@ -79,10 +89,11 @@ async def _drive(stack: Stack, args: argparse.Namespace, stats: LoadStats) -> tu
         watch.cancel()
     async with httpx.AsyncClient(timeout=5.0) as client:
         metrics = (await client.get(stack.router_url + "/metrics")).text
+        await watcher.poll_router(client)
     return watcher, metrics
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher]:
     shutil.rmtree(args.workdir, ignore_errors=True)
     args.workdir.mkdir(parents=True)
     spec = StackSpec(pools=(SHORT, LONG), time_scale=args.time_scale, retrain_interval_s=args.retrain_interval,
@@ -93,6 +104,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
           f"trainer + predictor per pool; router) ...", flush=True)
     with Stack(spec, args.workdir) as stack:
         print(f"stack up in {time.monotonic() - started:.1f} s: router {stack.router_url}", flush=True)
+        print("status pages (open while the demo runs; they refresh every 5 s):", flush=True)
+        print(f"  router   {stack.router_url}/ui", flush=True)
+        for pool, url in stack.trainer_urls.items():
+            print(f"  trainer  {url}/ui   (pool {pool})", flush=True)
         stats = LoadStats()
         try:
             watcher, metrics = asyncio.run(_drive(stack, args, stats))
@@ -101,18 +116,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         finally:
             _install_signal_handlers()
         peak_rss = {name: child.peak_rss_mb() for name, child in stack.procs.children.items()}
+        if args.screenshots is not None:
+            screenshots.take({"router-ui": stack.router_url + "/ui?refresh=0",
+                              "trainer-ui": stack.trainer_urls["short"] + "/ui?refresh=0"}, args.screenshots)
     settings = {"duration_s": args.duration, "rate_scale": args.rate_scale, "time_scale": args.time_scale,
                 "retrain_interval_s": args.retrain_interval, "trace": args.trace.name, "seed": args.seed}
-    summary = build_summary(stats.records, watcher, metrics, time.monotonic() - started, settings)
+    joined = join(stats.records, watcher.routed, watcher.bundles)
+    summary = build_summary(stats.records, watcher, metrics, time.monotonic() - started, settings, joined)
     summary["peak_rss_mib"] = peak_rss
-    return summary
+    return summary, joined, watcher
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     _install_signal_handlers()
     try:
-        summary = run(args)
+        summary, joined, watcher = run(args)
     except KeyboardInterrupt:
         print("\ninterrupted: all child processes stopped", file=sys.stderr)
         return 130
@@ -121,7 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print_report(summary)
     args.summary.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-    print(f"\nwrote {args.summary}  (logs in {args.workdir / 'logs'})")
+    report = args.report or args.summary.with_name("demo-report.html")
+    t0 = min((r.sent_wall for r in watcher.stats.records), default=time.time())
+    report_html.write(report, summary, joined, watcher.bundles, t0)
+    if args.screenshots is not None:
+        screenshots.take({"demo-report": report.resolve().as_uri()}, args.screenshots)
+    print(f"\nwrote {args.summary} and {report}  (logs in {args.workdir / 'logs'})")
     return 0
 
 

@@ -1,4 +1,9 @@
-"""What the demo shows while the load runs: progress, retrain log lines, predictions changing."""
+"""What the demo shows while the load runs: progress, retrain log lines, predictions changing.
+
+It also collects what the router recorded about every finished request (``GET /ui/requests`` on the
+proxy, paged by sequence number): the prediction at dispatch and the router-measured latencies the demo's
+report compares.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -26,6 +32,8 @@ class BundleSeen:
     at_s: float
     probe_ttft_ms: float | None
     probe_tpot_ms: float | None
+    at_wall: float = 0.0
+    prior: bool = False
 
 
 @dataclass
@@ -33,7 +41,11 @@ class Watcher:
     trainer_logs: dict[str, Path]
     predictor_urls: dict[str, str]
     stats: LoadStats
+    router_url: str = ""
     started: float = field(default_factory=time.monotonic)
+    routed: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Router-side records of finished requests by request id (``/ui/requests``)."""
+    _router_seq: int = 0
     retrains: list[tuple[str, float, str]] = field(default_factory=list)
     bundles: list[BundleSeen] = field(default_factory=list)
     _offsets: dict[str, int] = field(default_factory=dict)
@@ -48,6 +60,7 @@ class Watcher:
             while True:
                 self.read_retrains()
                 await self.poll_predictors(client)
+                await self.poll_router(client)
                 if time.monotonic() >= next_progress:
                     next_progress += progress_every_s
                     self.progress()
@@ -80,10 +93,27 @@ class Watcher:
                 continue
             self._versions[pool] = version
             ttft, tpot = await self._probe(client, url)
-            self.bundles.append(BundleSeen(pool, version, time.monotonic() - self.started, ttft, tpot))
+            self.bundles.append(BundleSeen(pool, version, time.monotonic() - self.started, ttft, tpot, time.time(),
+                                           bool(status["bundle"].get("prior"))))
             probe = f"probe TTFT {ttft:.1f} ms, TPOT {tpot:.2f} ms" if ttft is not None and tpot is not None else ""
             prior = " (prior)" if status["bundle"].get("prior") else ""
             self.say(f"predictor[{pool}] serves bundle v{version}{prior}: {probe}")
+
+    async def poll_router(self, client: httpx.AsyncClient) -> None:
+        """Fetch the router's records of requests finished since the last call."""
+        if not self.router_url:
+            return
+        while True:
+            try:
+                page = (await client.get(f"{self.router_url}/ui/requests",
+                                         params={"after": self._router_seq, "limit": 5000})).json()
+            except (httpx.HTTPError, ValueError):
+                return
+            for rec in page["requests"]:
+                self.routed[rec["request_id"]] = rec
+                self._router_seq = max(self._router_seq, int(rec["seq"]))
+            if not page["requests"] or self._router_seq >= int(page["last_seq"]):
+                return
 
     async def _probe(self, client: httpx.AsyncClient, url: str) -> tuple[float | None, float | None]:
         try:

@@ -273,7 +273,10 @@ class Router:
         """The JSON document of the proxy's ``GET /status`` (see ``router_client/status.py``)."""
         sources = StatusSources(self.config, self.correction, self.drift, self._state, self.share, self._routed,
                                 self._metrics.fallback_counts(), self._metrics.shed_counts())
-        return build_status(sources, self._clock())
+        status = build_status(sources, self._clock())
+        tuning = self.tuning_status()
+        return status if tuning is None else {**status, "tuning": tuning}
+
     def tuning_status(self) -> dict[str, Any] | None:
         """Pool tuning's state and last recommendation (None when ``tuning.enabled`` is off)."""
         return None if self._tuning is None else self._tuning.status()

@@ -15,6 +15,7 @@ from trainer import access, http_errors, openapi
 from trainer.pull import build_pull_router
 from trainer.routes import build_router
 from trainer.service import TrainerService
+from trainer.ui import build_ui_router
 
 
 def create_app(settings: TrainerSettings, run_loop: bool = True) -> FastAPI:
@@ -38,5 +39,6 @@ def create_app(settings: TrainerSettings, run_loop: bool = True) -> FastAPI:
     access.install(app, settings, tokens, service.metrics)
     app.include_router(build_router(service))
     app.include_router(build_pull_router(service))
+    app.include_router(build_ui_router(service))
     openapi.install(app, settings)
     return app

@@ -30,6 +30,7 @@ from shared.model import LoadedBundle, load_bundle
 from trainer.evaluate import Scores, score
 from trainer.fit import FitParams, matrix_columns
 from trainer.fitted import FittedModel, fit_model, probe_columns
+from trainer.history import RetrainHistory
 from trainer.live import LiveBundle
 from trainer.metrics import TrainerMetrics
 from trainer.prequential import Prequential
@@ -63,10 +64,11 @@ class Challenger:
 class Retrainer:
     def __init__(self, spec: FeatureSpec, params: FitParams, min_samples: int, window: Window,
                  publisher: Publisher, live: LiveBundle, metrics: TrainerMetrics, prequential: Prequential,
-                 recency: Recency, shift_bound: float = 1.5) -> None:
+                 recency: Recency, shift_bound: float = 1.5, history: RetrainHistory | None = None) -> None:
         self.spec, self.params, self.min_samples = spec, params, min_samples
         self.window, self.publisher, self.live, self.metrics = window, publisher, live, metrics
         self.prequential, self.recency, self.shift_bound = prequential, recency, shift_bound
+        self.history = history
         self._fitted_at_rows = {name: -1 for name in MODEL_NAMES}
         self._pending: dict[str, int] = dict.fromkeys(MODEL_NAMES, 0)
         self.last_cycle_fitted = False
@@ -172,6 +174,8 @@ class Retrainer:
         self.metrics.record_scores(c.name, s)
         decision = "published" if version else ("held" if c.held else "kept")
         self.metrics.decisions.labels(model=c.name, decision=decision).inc()
+        if self.history is not None:
+            self.history.record(c.name, c.rows, c.fitted, decision, version or self.live.version, outcome, c.shift)
 
 
 def bundle_meta(spec: FeatureSpec, params: FitParams, prior: bool) -> dict[str, Any]:

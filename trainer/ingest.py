@@ -24,6 +24,7 @@ from shared.errors import RequestValidationFailed, StorageError
 from shared.features import MODEL_NAMES, TARGET_OF
 from shared.jsonbody import list_field, parse_json
 from shared.unknown_fields import TRAINING_FIELDS, UnknownFields, merge
+from trainer.history import IngestRate
 from trainer.idempotency import IdempotencyKeys, record_meta, request_digest
 from trainer.live import LiveBundle
 from trainer.metrics import TrainerMetrics
@@ -71,11 +72,13 @@ def validate(rows: list[Any], bounds: Bounds, max_errors: int) -> dict[str, np.n
 
 class Ingestor:
     def __init__(self, sample_log: SampleLog, window: Window, metrics: TrainerMetrics, bounds: Bounds,
-                 limits: IngestLimits, unknown: UnknownFields, keys: IdempotencyKeys, checks: LiveChecks) -> None:
+                 limits: IngestLimits, unknown: UnknownFields, keys: IdempotencyKeys, checks: LiveChecks,
+                 rate: IngestRate | None = None) -> None:
         self.log, self.window, self.metrics = sample_log, window, metrics
         self.bounds, self.limits = bounds, limits
         self.unknown, self.keys = unknown, keys
         self.checks, self.quarantine = checks, checks.quarantine
+        self.rate = rate
         self.lock = threading.Lock()  # log order == window order
 
     def ingest(self, body: bytes, partial: bool, key: str | None = None, source: str = "unknown") -> IngestResult:
@@ -182,6 +185,8 @@ class Ingestor:
                     self.quarantine.policy.min_sources)
 
     def _count(self, clean: np.ndarray, held: int) -> None:
+        if self.rate is not None:
+            self.rate.add(len(clean) + held)
         for name in MODEL_NAMES:
             self.metrics.ingested.labels(model=name).inc(int((clean[:, COL[TARGET_OF[name]]] > 0).sum()))
         if held:

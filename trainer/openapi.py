@@ -115,6 +115,19 @@ def _pull() -> dict[str, Schema]:
     return {"/bundle/manifest": {"get": manifest}, "/bundle/v/{version}/{filename}": {"get": file}}
 
 
+def _ui() -> dict[str, Schema]:
+    recent = {"name": "recent", "in": "query", "required": False,
+              "schema": {**INTEGER, "minimum": 0, "maximum": 5000, "default": 300},
+              "description": "Newest window rows predicted by the live model (actual vs predicted)."}
+    refresh = {"name": "refresh", "in": "query", "required": False,
+               "schema": {**INTEGER, "minimum": 0, "maximum": 3600, "default": 5},
+               "description": "Seconds between automatic reloads of the page (0: none)."}
+    return {"/ui": {"get": _op("Status page (HTML, server-side SVG plots)", {"200": raw_response(
+                "HTML page", "text/html")}, parameters=[refresh, recent], codes=(422,))},
+            "/ui/data": {"get": _op("The status page's data", _ok({"type": "object"}, "Status page data"),
+                                    parameters=[recent], codes=(422,))}}
+
+
 def _ok(schema: Schema, what: str) -> dict[str, Schema]:
     return {"200": json_response(what, schema)}
 
@@ -147,6 +160,7 @@ def paths(settings: TrainerSettings) -> dict[str, dict[str, Schema]]:
         "/model/{name}/xgb/json": {"get": _op("Tree dump (JSON array, one tree per element)", obj_200(
             {"type": "array"}, "Trees"), parameters=[MODEL_NAME], codes=(404, 503))},
         "/metrics": {"get": _op("Prometheus metrics", {"200": raw_response("Exposition format", "text/plain")})},
+        **_ui(),
         **_pull(),
     }
 

@@ -20,6 +20,7 @@ from shared.drift import DriftAlarm, RollingError
 from shared.features import MODEL_NAMES, TARGET_OF
 from shared.model import LoadedBundle
 from trainer.fit import matrix_columns
+from trainer.history import LiveSeries
 from trainer.window import COL
 
 log = logging.getLogger("trainer.drift")
@@ -35,10 +36,12 @@ class LiveCheck:
 
 class Prequential:
     def __init__(self, alpha: float, window: int, band: tuple[float, float], hold_s: float,
-                 tpot_zero_token_count: bool, clock: Callable[[], float] | None = None) -> None:
+                 tpot_zero_token_count: bool, clock: Callable[[], float] | None = None,
+                 series: LiveSeries | None = None) -> None:
         self.errors = {name: RollingError(alpha, window) for name in MODEL_NAMES}
         self.alarms = {name: DriftAlarm(band, hold_s, clock=clock) for name in MODEL_NAMES}
         self._zero = tpot_zero_token_count
+        self.series = series
         self._lock = threading.Lock()
 
     def check(self, live: LoadedBundle | None, matrix: np.ndarray) -> LiveCheck | None:
@@ -63,6 +66,11 @@ class Prequential:
             error = self.errors[name]
             error.add(predicted, actual)
             change = self.alarms[name].update(error.coverage(), len(error))
+            point = (error.coverage(), error.pinball(), error.total, self.alarms[name].active)
+        if self.series is not None:
+            self.series.observe(name, *point)
+            if change is not None:
+                self.series.alarm(name, change.raised, change.coverage)
         if change is not None:
             if change.raised:
                 log.warning("%s drift alarm: live coverage %.3f outside %s for %.0f s (prequential, last %d rows)",

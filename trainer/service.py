@@ -17,6 +17,7 @@ from shared.trainer_settings import TrainerSettings
 from shared.unknown_fields import UnknownFields
 from trainer.cycle import Retrainer, bundle_meta
 from trainer.fit import FitParams
+from trainer.history import TrainerHistory
 from trainer.idempotency import IdempotencyKeys
 from trainer.ingest import IngestLimits, Ingestor, LiveChecks
 from trainer.live import LiveBundle
@@ -52,24 +53,26 @@ class TrainerService:
         self.lock = DataDirLock(self.data_dir)
         self.metrics = TrainerMetrics()
         self.live = LiveBundle()
+        self.history = TrainerHistory()
         self.window = Window(s.max_training_data_size_per_bucket, s.test_train_ratio, s.max_test_data_size,
                              s.window_max_rows)
         self.log = SampleLog(self.data_dir / "log", LogLimits(s.retention_max_rows, s.retention_max_bytes,
                                                               s.segment_max_bytes))
         self.publisher = Publisher(self.data_dir / "bundles", s.hmac_key, s.bundles_kept)
         self.prequential = Prequential(s.quantile_alpha, s.prequential_window, (s.drift_band_low, s.drift_band_high),
-                                       s.drift_hold_sec, s.tpot_zero_token_count)
+                                       s.drift_hold_sec, s.tpot_zero_token_count, series=self.history.live)
         self.quarantine = Quarantine(QuarantinePolicy(s.quarantine_factor or float("inf"), s.quarantine_min_sources,
                                                       s.quarantine_sustain_intervals, s.quarantine_interval_sec))
         self.unknown = UnknownFields(self.metrics.count_unknown, s.strict_fields, "trainer")
         self.keys = IdempotencyKeys(s.idempotency_keys, s.idempotency_ttl_sec)
         self.ingestor = Ingestor(self.log, self.window, self.metrics, s.bounds,
                                  IngestLimits(s.max_ingest_rows, s.max_json_depth), self.unknown, self.keys,
-                                 LiveChecks(self.live, self.prequential, self.quarantine))
+                                 LiveChecks(self.live, self.prequential, self.quarantine), self.history.ingest)
         self.params = fit_params(s)
         self.retrainer = Retrainer(self.spec, self.params, s.min_samples_for_retrain, self.window, self.publisher,
                                    self.live, self.metrics, self.prequential,
-                                   Recency(s.recency_half_life_sec, s.recency_floor), s.publish_shift_bound)
+                                   Recency(s.recency_half_life_sec, s.recency_floor), s.publish_shift_bound,
+                                   self.history.retrains)
         self.loop = RetrainLoop(self.retrainer, s.retraining_interval_sec, self.metrics)
 
     def start(self, run_loop: bool = True) -> None:

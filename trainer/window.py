@@ -154,6 +154,16 @@ class ModelWindow:
         self._compact()
         return (self._train[0] if self._train else Rows.empty()), self._holdout
 
+    def newest(self, n: int) -> Rows:
+        """The newest ``n`` rows (holdout first, then the newest train rows), oldest first; no compaction."""
+        parts, need = [self._holdout.take(slice(max(0, len(self._holdout) - n), None))], n - len(self._holdout)
+        for piece in reversed(self._train):
+            if need <= 0:
+                break
+            parts.insert(0, piece.take(slice(max(0, len(piece) - need), None)))
+            need -= len(piece)
+        return Rows.concat([p for p in parts if len(p)] or [Rows.empty()])
+
     def flush(self, train: bool, test: bool) -> tuple[int, int]:
         counts = (self.train_rows if train else 0, self.holdout_rows if test else 0)
         if train:
@@ -184,6 +194,10 @@ class Window:
     def snapshot(self, name: str) -> tuple[Rows, Rows]:
         with self._lock:
             return self.models[name].snapshot()
+
+    def newest(self, name: str, n: int) -> Rows:
+        with self._lock:
+            return self.models[name].newest(n)
 
     def flush(self, train: bool, test: bool) -> dict[str, tuple[int, int]]:
         with self._lock:

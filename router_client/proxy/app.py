@@ -1,7 +1,8 @@
 """The OpenAI-compatible routing proxy as a Starlette app (built by ``create_app``; no globals).
 
 Routes: ``POST /v1/completions``, ``POST /v1/chat/completions``, ``GET /v1/models``, ``GET /healthz``,
-``GET /readyz``, ``GET /metrics``, ``GET /status`` (the router's state as JSON). The two completion routes
+``GET /readyz``, ``GET /metrics``, ``GET /status`` (the router's state as JSON), ``GET /ui`` (status page),
+``GET /ui/data`` and ``GET /ui/requests`` (``proxy/ui.py``). The two completion routes
 are the hot path: :class:`ProxyApp` dispatches them itself, before Starlette's routing and middleware (≈10 %
 of the proxy's CPU per request in a profile), and maps their ``ProxyError`` with the same
 ``proxy_error_response``; every other route goes through Starlette. The lifespan starts the router library
@@ -30,7 +31,11 @@ from router_client.proxy.http_errors import EXCEPTION_HANDLERS, error_body, json
 from router_client.proxy.metrics import ProxyMetrics
 from router_client.proxy.models import ModelCatalog
 from router_client.proxy.parsing import CHAT, COMPLETIONS
+from router_client.proxy.ui import ROUTES as UI_ROUTES
+from router_client.proxy.ui import StatusSampler, UiState
+from router_client.request_log import RequestLog
 from router_client.router import Router
+from router_client.status_history import StatusHistory
 from shared.jsonbody import dumps
 
 _PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
@@ -43,6 +48,7 @@ class ProxyState:
     forwarder: Forwarder
     catalog: ModelCatalog
     metrics: ProxyMetrics
+    ui: UiState
     ready: bool = False
 
 
@@ -125,15 +131,19 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
         upstream = make_pool(settings)
         client = httpx.AsyncClient(timeout=httpx.Timeout(2.0))
         pods = [pod for pool in config.pools for pod in pool.pods]
-        state = ProxyState(router, Forwarder(router, upstream, proxy_metrics),
-                           ModelCatalog(client, pods, settings.served_model_name), proxy_metrics)
+        ui = UiState(router, StatusHistory(), RequestLog())
+        state = ProxyState(router, Forwarder(router, upstream, proxy_metrics, requests=ui.requests),
+                           ModelCatalog(client, pods, settings.served_model_name), proxy_metrics, ui)
         app.state.proxy = state
         await router.start()
+        sampler = StatusSampler(ui)
+        sampler.start()
         state.ready = True
         try:
             yield
         finally:
             state.ready = False
+            await sampler.stop()
             await router.aclose()
             await upstream.aclose()
             await client.aclose()
@@ -144,6 +154,7 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/status", status, methods=["GET"]),
+        *UI_ROUTES,
     ]
     return ProxyApp(routes=routes, lifespan=lifespan, exception_handlers=dict(EXCEPTION_HANDLERS))
 

@@ -23,6 +23,7 @@ from router_client.proxy.metrics import Outcome, ProxyMetrics
 from router_client.proxy.parsing import parse_request, upstream_body
 from router_client.proxy.relay import RelayResponse, StreamRelay
 from router_client.proxy.upstream import ConnectFailed, UpstreamError, UpstreamPool, UpstreamResponse
+from router_client.request_log import RequestLog
 from router_client.router import Decision, Router
 
 _FORWARDED_HEADERS = ("authorization", "traceparent", "tracestate")
@@ -53,11 +54,12 @@ class Forwarder:
     """Turns one OpenAI request into a routed, relayed and reported upstream call."""
 
     def __init__(self, router: Router, pool: UpstreamPool, metrics: ProxyMetrics,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, requests: RequestLog | None = None) -> None:
         self._router = router
         self._pool = pool
         self._metrics = metrics
         self._clock = clock
+        self._requests = requests
 
     async def handle(self, route: str, body: bytes, headers: Mapping[str, str]) -> Response:
         try:
@@ -84,6 +86,7 @@ class Forwarder:
         self._metrics.observe_predictions(labels, decision.predicted_ttft_ms, decision.predicted_tpot_ms)
         call = _Call(self._router, self._metrics, decision, labels)
         started = self._clock()
+        call.log = self._requests, received, started
         self._metrics.overhead.observe(started - received)
         try:
             upstream = await self._pool.post(decision.pod_url, route, upstream_body(parsed, body),
@@ -130,7 +133,7 @@ class Forwarder:
 class _Call:
     """Reporting for one dispatched request (exactly once, to router and metrics)."""
 
-    __slots__ = ("_router", "_metrics", "decision", "pod", "_labels", "_reported")
+    __slots__ = ("_router", "_metrics", "decision", "pod", "_labels", "_reported", "log")
 
     def __init__(self, router: Router, metrics: ProxyMetrics, decision: Decision,
                  labels: tuple[str, str, str]) -> None:
@@ -140,6 +143,8 @@ class _Call:
         self.pod = decision.pod_url or ""
         self._labels = labels
         self._reported = False
+        self.log: tuple[RequestLog | None, float, float] = (None, 0.0, 0.0)
+        """Where the request is recorded, with the times it was received and dispatched (monotonic)."""
 
     def first_token(self) -> None:
         self._router.on_first_token(self.decision)
@@ -152,6 +157,10 @@ class _Call:
         self._router.on_complete(self.decision, outcome.ttft_ms or 0.0, outcome.e2e_ms, outcome.output_tokens,
                                  outcome.prompt_tokens, error=error)
         self._metrics.observe_outcome(self._labels, outcome)
+        requests, received, started = self.log
+        if requests is not None:
+            requests.add(self.decision, outcome.ttft_ms, outcome.tpot_ms, outcome.output_tokens, outcome.error_code,
+                         received, started, outcome.e2e_ms)
         if outcome.error_code in ("midstream", "upstream_event"):
             self._metrics.child(self._metrics.stream_errors, self.decision.pool, self.pod).inc()
 

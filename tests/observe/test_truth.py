@@ -1,0 +1,72 @@
+"""The demo's judgement of the predictions (``demo.truth``): joins, phases, the client's latency split into
+parts that add up, and a verdict line that names the reason a target was missed."""
+
+from __future__ import annotations
+
+import pytest
+
+from demo.load import Record
+from demo.truth import PARTS, Joined, accuracy, join, overhead, tolerance, verdict
+from demo.watch import BundleSeen
+
+
+def _joined(n: int, covered: float, *, raw_covered: float | None = None, phase: str = "trained",
+            pool: str = "short", start: float = 0.0, predicted: float = 100.0) -> list[Joined]:
+    out = []
+    for i in range(n):
+        ok = i < round(covered * n)
+        raw_ok = ok if raw_covered is None else i < round(raw_covered * n)
+        measured = predicted * (0.5 if ok else 1.5)
+        raw = predicted if raw_ok == ok else (measured * (1.2 if raw_ok else 0.8))
+        both = {"ttft": predicted, "tpot": predicted}
+        out.append(Joined(f"r{start + i}", pool, f"http://pod-{i % 2}", start + i, both, {"ttft": raw, "tpot": raw},
+                          {"ttft": measured, "tpot": measured}, None, None, phase))
+    return out
+
+
+@pytest.mark.parametrize(("joined", "met", "phrase"), [
+    (_joined(200, 0.9), True, "Predictions MET"),
+    (_joined(200, 0.99), True, "is conservative"),
+    (_joined(60, 0.2, phase="prior") + _joined(200, 0.92, start=60), False,
+     "untrained prior bundle served the first 60"),
+    (_joined(200, 0.7, raw_covered=0.9), False, "the per-pod correction lowered it"),
+    (_joined(100, 0.5, start=0) + _joined(100, 0.95, start=100), False, "still learning: first half 50 %"),
+    (_joined(20, 1.0), False, "too few pairs to judge TTFT short (20 pairs)"),
+])
+def test_verdict_names_the_reason(joined: list[Joined], met: bool, phrase: str) -> None:
+    result = verdict(accuracy(joined), 0.9)
+    assert result["met"] is met and phrase in result["line"], result["line"]
+    assert "\n" not in result["line"]
+
+
+def test_a_miss_without_a_simpler_explanation_points_at_the_latency_and_the_worst_pod() -> None:
+    line = verdict(accuracy(_joined(200, 0.6)), 0.9)["line"]
+    assert "did NOT meet" in line and "ran above the predictions" in line and "lowest pod pod-" in line
+
+
+def test_tolerance_is_two_binomial_sigmas_but_at_least_two_points() -> None:
+    assert tolerance(0.9, 10_000) == 0.02 and tolerance(0.9, 100) == pytest.approx(0.06)
+
+
+def test_join_splits_the_client_ttft_into_parts_that_add_up_and_finds_the_phase() -> None:
+    rec = Record(0, 0.0, "demo-0", 1000.000, status=200, pool="short", pod="p", ttft_ms=80.0)
+    rec.written_wall = 1000.004
+    routed = {"demo-0": {"pool": "short", "pod": "p", "received_at": 1000.010, "dispatched_at": 1000.016,
+                         "first_token_at": 1000.066, "predicted_ttft_ms": 60.0, "predicted_tpot_ms": 5.0,
+                         "raw_predicted_ttft_ms": 55.0, "raw_predicted_tpot_ms": 5.0, "ttft_ms": 50.0, "tpot_ms": 4.0,
+                         "error": None}}
+    bundles = [BundleSeen("short", 1, 0.0, None, None, 999.0, True), BundleSeen("short", 2, 1.0, None, None, 1000.01,
+                                                                                False)]
+    (j,) = join([rec], routed, bundles)
+    assert j.phase == "trained" and j.measured == {"ttft": 50.0, "tpot": 4.0}
+    assert j.parts_ms is not None and list(j.parts_ms) == list(PARTS)
+    assert j.parts_ms == pytest.approx({"load generator send": 4.0, "loopback + proxy accept": 6.0,
+                                        "proxy decision": 6.0, "pod (router-measured TTFT)": 50.0,
+                                        "relay → load generator read": 14.0}, abs=1e-6)
+    assert sum(j.parts_ms.values()) == pytest.approx(rec.ttft_ms)
+    early = join([rec], {"demo-0": {**routed["demo-0"], "dispatched_at": 999.5}}, bundles)[0]
+    assert early.phase == "prior"
+    obs = overhead([j], [1.0, 3.0])
+    assert obs["short"]["client_ttft"]["mean_ms"] == pytest.approx(80.0) and obs["load_generator_loop_lag"][
+        "mean_ms"] == 2.0
+    assert join([rec], {}, bundles) == []  # a request the router never recorded is not judged
