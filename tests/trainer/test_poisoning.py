@@ -121,3 +121,38 @@ def test_prequential_coverage_and_drift_alarm(client_factory: Callable[..., Test
     text = client.get("/metrics").text
     assert 'trainer_live_coverage{model="ttft"}' in text and 'trainer_drift_alarm{model="ttft"} 0.0' in text
     assert np.isfinite(float(svc(client).prequential.state()["tpot"]["pinball"]))
+
+
+def coverage_on(client: TestClient, rows: list[dict[str, Any]]) -> float:
+    cols = to_columns(rows, ["rows"], targets=True)
+    pred = svc(client).live.get().predict("ttft", cols)
+    return float(np.mean(cols["actual_ttft_ms"] <= pred))
+
+
+def test_a_real_2x_slowdown_of_the_pool_is_learned_within_two_cycles(client_factory: Callable[..., TestClient],
+                                                                      rows_of: Callable[..., list]) -> None:
+    client = trained(client_factory, rows_of)
+    slow = scaled(rows_of(6000, seed=21, kind="ttft"), 2.0)
+    assert coverage_on(client, slow[4000:]) < 0.7  # the live model does not know yet
+    published = []
+    for part in (slow[:2000], slow[2000:4000]):
+        post(client, part)
+        published.append(svc(client).loop.run_cycle())
+    assert any(v is not None for v in published), published
+    assert coverage_on(client, slow[4000:]) >= 0.85
+
+
+def test_a_one_off_burst_that_moves_the_probe_grid_is_held(client_factory: Callable[..., TestClient],
+                                                           rows_of: Callable[..., list],
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """8× rows (below the quarantine line) once, then normal traffic: the shift never persists, so the
+    served model does not move by the burst's factor."""
+    client = trained(client_factory, rows_of)
+    before = served_ttft(client)
+    post(client, scaled(rows_of(3000, seed=31, kind="ttft"), 8.0))
+    with caplog.at_level(logging.INFO, logger="trainer.retrain"):
+        svc(client).loop.run_cycle()
+        post(client, rows_of(1500, seed=32))
+        svc(client).loop.run_cycle()
+    assert served_ttft(client) < 2 * before
+    assert any("held until it persists" in r.getMessage() for r in caplog.records)
