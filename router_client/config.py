@@ -169,6 +169,9 @@ class CorrectionConfig(BaseModel):
     evidence_z: float = Field(
         default=2.0, description="A factor stays 1 while the pod's raw coverage is within evidence_z binomial "
         "standard errors of the quantile (no evidence the model is off for that pod); 0: always fit.", ge=0)
+    relative: bool = Field(
+        default=True, description="Apply each pod's factor divided by the median factor of its pool: the pool's "
+        "model owns what all pods share, the correction only what sets one pod apart.")
 
     @model_validator(mode="after")
     def _enough_room(self) -> CorrectionConfig:

@@ -12,11 +12,20 @@ ratios ``r = actual / raw prediction`` and multiplies later predictions for that
   its predictions 90 % of the time keeps factor 1; a pod 2× slower than predicted gets ≈ 2.
   A high quantile reacts fast to a slowdown (a tenth of the weight suffices) and slowly to recovery.
 * Without new pairs the factor decays geometrically to 1 with the same half-life.
-* Below ``min_samples`` pairs the factor is 1, and so is it while the pod's weighted raw coverage (share
-  of ratios ≤ 1) lies within ``evidence_z`` binomial standard errors (effective sample size
-  ``(Σw)² / Σw²``) of ``q``: no evidence that the model is off for this pod, so its noise is not chased.
+* Below ``min_samples`` pairs the factor is 1, and so is it while there is no evidence that the model is
+  off for this pod: its weighted raw coverage (share of ratios ≤ 1, effective sample size ``(Σw)² / Σw²``)
+  lies within ``evidence_z`` binomial standard errors of ``q`` — or, relative (the default), of the
+  pooled coverage of the other pods of its pool (a two-sample test; 1 until another pod of the pool has
+  a fit; a pod alone in its pool is judged against ``q``): a load burst that fools the model on every pod is the
+  model's to learn, not one pod's to dodge.
 * The fit is redone after every ``REFIT_EVERY`` pairs, or on the first pair more than ``REFIT_AFTER_S``
   after the last fit (bounded CPU per pair).
+
+* **Relative to the pool** (``relative``, on by default): the factor applied to a pod is its own divided by
+  the median factor of its pool (``peers``). The pool's model, retrained and calibrated every cycle, owns
+  what all pods share (a load burst, a level shift of the whole pool); the correction only corrects what
+  sets one pod apart — a common-mode error would otherwise be chased pod by pod, adding noise to every
+  decision (measured: +7.5 % P99 TTFT without drift, bench/bench_drift.py).
 
 The ratio is always taken against the **raw** (uncorrected) prediction, so the correction never feeds
 on itself. Pure and clock-free: every call takes ``now`` (monotonic seconds live, virtual seconds in
@@ -26,7 +35,7 @@ the replay), so the live router and ``sim.policies`` use the same code.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +60,7 @@ class FactorState:
 class _Residuals:
     """Ring buffer of (time, log ratio) of one (pod, target) and the log factor fitted at ``updated_at``."""
 
-    __slots__ = ("times", "logs", "count", "next", "pending", "log_factor", "updated_at")
+    __slots__ = ("times", "logs", "count", "next", "pending", "log_factor", "updated_at", "covered", "n_eff")
 
     def __init__(self, size: int) -> None:
         self.times = np.zeros(size)
@@ -61,6 +70,9 @@ class _Residuals:
         self.pending = 0
         self.log_factor = 0.0
         self.updated_at = -math.inf
+        self.covered = 0.0
+        """Weighted share of ratios ≤ 1 (the raw model's coverage for this pod) at the last fit."""
+        self.n_eff = 0.0
 
     def add(self, now: float, log_ratio: float) -> None:
         size = len(self.times)
@@ -73,19 +85,14 @@ class _Residuals:
     def due(self, now: float) -> bool:
         return self.pending >= REFIT_EVERY or now - self.updated_at >= REFIT_AFTER_S
 
-    def fit(self, now: float, quantile: float, half_life_s: float, bounds: tuple[float, float],
-            evidence_z: float) -> None:
+    def fit(self, now: float, quantile: float, half_life_s: float, bounds: tuple[float, float]) -> None:
         times, logs = self.times[: self.count], self.logs[: self.count]
         weights = np.exp2(-np.maximum(now - times, 0.0) / half_life_s)
         self.updated_at = now
         self.pending = 0
         total = float(weights.sum())
-        if evidence_z > 0:
-            covered = float(weights[logs <= 0.0].sum()) / total
-            n_eff = total * total / float((weights * weights).sum())
-            if abs(covered - quantile) <= evidence_z * math.sqrt(quantile * (1.0 - quantile) / n_eff):
-                self.log_factor = 0.0
-                return
+        self.covered = float(weights[logs <= 0.0].sum()) / total
+        self.n_eff = total * total / float((weights * weights).sum())
         order = np.argsort(logs)
         cumulative = np.cumsum(weights[order])
         at = int(np.searchsorted(cumulative, quantile * total))
@@ -95,9 +102,12 @@ class _Residuals:
 class PodCorrection:
     """Multiplicative factors per (pod, target); ``observe`` pairs, ``apply`` to predictions."""
 
-    def __init__(self, config: CorrectionConfig, quantile: float) -> None:
+    def __init__(self, config: CorrectionConfig, quantile: float,
+                 peers: Callable[[str], Sequence[str]] | None = None) -> None:
         self.config = config
         self.quantile = quantile
+        self._peers = peers if config.relative else None
+        """The pods of a pod's pool (its own included): factors are taken relative to their median."""
         self._bounds = (math.log(config.min_factor), math.log(config.max_factor))
         self._inv_half_life = 1.0 / config.half_life_s
         self._residuals: dict[tuple[str, str], _Residuals] = {}
@@ -118,15 +128,45 @@ class PodCorrection:
             res = self._residuals[key] = _Residuals(self.config.max_samples)
         res.add(now, math.log(actual_ms / max(raw_predicted_ms, _MIN_PREDICTION_MS)))
         if res.count >= self.config.min_samples and res.due(now):
-            res.fit(now, self.quantile, self.config.half_life_s, self._bounds, self.config.evidence_z)
+            res.fit(now, self.quantile, self.config.half_life_s, self._bounds)
+
+    def _fitted(self, pod: str, target: str) -> _Residuals | None:
+        res = self._residuals.get((pod, target))
+        return res if res is not None and math.isfinite(res.updated_at) else None
+
+    def _own_log(self, res: _Residuals, now: float) -> float:
+        if now <= res.updated_at:
+            return res.log_factor
+        return res.log_factor * math.exp2((res.updated_at - now) * self._inv_half_life)
+
+    def _log(self, pod: str, target: str, now: float) -> float:
+        """The log factor applied to ``pod``: 0 without evidence that the model is off for it, else its own
+        log factor (minus its pool's median one, when relative)."""
+        res = self._fitted(pod, target)
+        if res is None:
+            return 0.0
+        peers = [] if self._peers is None else self._peers(pod)
+        others = [r for r in (self._fitted(p, target) for p in peers if p != pod) if r is not None]
+        if not others and len(peers) > 1:
+            return 0.0  # nothing to compare with yet
+        if not others:
+            q, z = self.quantile, self.config.evidence_z
+            if abs(res.covered - q) <= z * math.sqrt(q * (1.0 - q) / res.n_eff):
+                return 0.0
+            return self._own_log(res, now)
+        rest_n = sum(r.n_eff for r in others)
+        rest_covered = sum(r.covered * r.n_eff for r in others) / rest_n
+        p = min(max((res.covered * res.n_eff + rest_covered * rest_n) / (res.n_eff + rest_n), 0.01), 0.99)
+        if abs(res.covered - rest_covered) <= self.config.evidence_z * math.sqrt(p * (1 - p) * (1 / res.n_eff
+                                                                                              + 1 / rest_n)):
+            return 0.0
+        logs = [self._own_log(r, now) for r in (*others, res)]
+        pool_log = float(np.median(logs + [0.0] * (len(peers) - len(logs))))
+        return self._own_log(res, now) - pool_log
 
     def factor(self, pod: str, target: str, now: float) -> float:
-        res = self._residuals.get((pod, target))
-        if res is None or res.log_factor == 0.0:
-            return 1.0
-        if now <= res.updated_at:
-            return math.exp(res.log_factor)
-        return math.exp(res.log_factor * math.exp2((res.updated_at - now) * self._inv_half_life))
+        """The factor applied to ``pod``'s ``target`` predictions now."""
+        return math.exp(self._log(pod, target, now))
 
     def apply(self, pods: Sequence[str], predictions: Sequence[tuple[float | None, ...]],
               now: float) -> list[tuple[float | None, ...]]:
@@ -136,7 +176,7 @@ class PodCorrection:
             return [tuple(p) for p in predictions]
         out = []
         for pod, p in zip(pods, predictions, strict=True):
-            factors = (self.factor(pod, "ttft", now), self.factor(pod, "tpot", now))
+            factors = tuple(self.factor(pod, t, now) for t in TARGETS)
             out.append(tuple(None if v is None else v * factors[j % 2] for j, v in enumerate(p)))
         return out
 

@@ -84,7 +84,9 @@ class Router:
         self.metrics_registry = CollectorRegistry()
         self._metrics = RouterMetrics(self.metrics_registry)
         self._pools = MappingProxyType({p.name: p for p in config.pools})
-        self.correction = PodCorrection(config.correction, config.prediction_quantile)
+        peers = {pod: tuple(p.pods) for p in config.pools for pod in p.pods}
+        self.correction = PodCorrection(config.correction, config.prediction_quantile,
+                                        lambda pod: peers.get(pod, (pod,)))
         self.drift = DriftMonitor(config.drift, config.prediction_quantile)
         self.metrics_registry.register(AdaptiveCollector(
             self.correction, self.drift, {pod: p.name for p in config.pools for pod in p.pods}, clock))

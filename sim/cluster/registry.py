@@ -12,7 +12,24 @@ import importlib
 from sim.cluster.builtin import BUILTIN_POLICIES
 from sim.cluster.policy import Policy, PolicyContext, PolicyFactory
 from sim.engine.errors import ConfigError
-from sim.policies import PIPELINE_POLICIES
+
+PIPELINE_MODULES: dict[str, tuple[str, str]] = {
+    "predicted-latency": ("sim.policies.predicted_latency", "predicted_latency"),
+    "dual-pool": ("sim.policies.predicted_latency", "dual_pool"),
+    "load-prefix": ("sim.policies.load_prefix", "load_prefix"),
+    "dual-pool-round-robin": ("sim.policies.pool_round_robin", "DualPoolRoundRobin"),
+}
+"""The pipeline policies of ``sim/policies`` (imported on first build: they load XGBoost)."""
+
+
+def _lazy(module: str, attr: str) -> PolicyFactory:
+    def build(ctx: PolicyContext) -> Policy:
+        factory: PolicyFactory = getattr(importlib.import_module(module), attr)
+        return factory(ctx)
+    return build
+
+
+PIPELINE_POLICIES: dict[str, PolicyFactory] = {name: _lazy(*where) for name, where in PIPELINE_MODULES.items()}
 
 
 class PolicyRegistry:

@@ -52,7 +52,9 @@ class PredictedLatencyPolicy:
         self.selector = PoolSelector(self.opts, pools) if dual else None
         self._next_retrain = self.opts.retrain_interval_s
         self.retrains = 0
-        self.correction = PodCorrection(self.opts.correction_config(), self.opts.alpha)
+        peers = {pod: tuple(ids) for ids in pools.values() for pod in ids}
+        self.correction = PodCorrection(self.opts.correction_config(), self.opts.alpha,
+                                        lambda pod: peers.get(pod, (pod,)))
         self._raw: dict[str, tuple[float, float]] = {}
         """request id → the model's uncorrected (TTFT, TPOT) for the chosen pod, until it completes."""
 

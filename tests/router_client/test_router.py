@@ -303,7 +303,7 @@ def test_slow_pod_is_corrected_and_shows_in_metrics_and_status(kit: Any, fake_pr
             return seen, generate_latest(router.metrics_registry), router.status()
 
         cfg = config(urls, [purl], scheduler={"seed": 1, "exploration": 0.0, "min_share": 0.4},
-                     correction={"min_samples": 10})
+                     correction={"min_samples": 10, "relative": False})
         ds, text, status = run(cfg, body)
     late = [d for d in ds[-30:] if d.pod_url == slow]
     assert late, "anti-starvation keeps sending the slow pod some traffic"
@@ -321,6 +321,43 @@ def test_slow_pod_is_corrected_and_shows_in_metrics_and_status(kit: Any, fake_pr
     assert pod["ttft"]["measured_mean_ms"] > pod["ttft"]["predicted_mean_ms"] * 0.5
     assert 0 < pod["share"] < 0.5 and pod["routed"] == pod["ttft"]["pairs"]
     assert status["pools"][0]["ttft"]["pairs"] == 120 and status["correction"]["min_samples"] == 10
+
+
+def _corrected_run(kit: Any, purl: str, factors: tuple[float, float]) -> tuple[list[str], list[Decision]]:
+    """120 streamed requests over two pods whose actual latency is ``factors[i]`` × the raw prediction."""
+    with pods(kit, 2) as (_, urls):
+        async def body(router: Router) -> list[Decision]:
+            seen = []
+            for i in range(120):
+                d = await router.decide(info(i))
+                seen.append(d)
+                router.on_first_token(d)
+                f = factors[urls.index(d.pod_url)]
+                ttft = d.raw_predicted_ttft_ms * f  # type: ignore[operator]
+                router.on_complete(d, ttft, ttft + 9 * d.raw_predicted_tpot_ms * f, 10)  # type: ignore[operator]
+            return seen
+
+        cfg = config(urls, [purl], scheduler={"seed": 1, "exploration": 0.0, "min_share": 0.4},
+                     correction={"min_samples": 10})
+        return urls, run(cfg, body)
+
+
+def test_relative_correction_corrects_what_sets_a_pod_apart(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    """Relative (the default): pod 0 at 3x and pod 1 at 0.8x the raw prediction get their own factor divided
+    by the pool median (geometric mean of two): sqrt(3 / 0.8) and sqrt(0.8 / 3)."""
+    _, purl = fake_predictor
+    urls, ds = _corrected_run(kit, purl, (3.0, 0.8))
+    spread = (3.0 / 0.8) ** 0.5
+    for d in ds[-30:]:
+        want = spread if d.pod_url == urls[0] else 1 / spread
+        assert d.predicted_ttft_ms == pytest.approx(want * d.raw_predicted_ttft_ms, rel=0.02)  # type: ignore[operator]
+
+
+def test_relative_correction_leaves_a_shift_the_whole_pool_shares(kit: Any, fake_predictor: tuple[Any, str]) -> None:
+    """Both pods 2x slower than predicted: the pool's model owns that shift, no pod is corrected."""
+    _, purl = fake_predictor
+    _, ds = _corrected_run(kit, purl, (2.0, 2.0))
+    assert all(d.predicted_ttft_ms == d.raw_predicted_ttft_ms for d in ds)
 
 
 def test_non_streamed_completion_does_not_feed_the_correction(kit: Any, fake_predictor: tuple[Any, str]) -> None:
