@@ -1,10 +1,11 @@
-"""Routing on the conv trace in ``sim.replay`` (virtual time): predicted-latency vs round-robin and least-queue.
+"""Routing on the conv trace in ``sim.replay`` (virtual time): predicted-latency vs round-robin, least-queue and
+load-prefix (the llm-d router's default profile without a predictor).
 
 ``python -m bench.bench_router_replay [--rate-scale 4] [--pods 4] [--slo-ttft-ms 500] [--limit N]``
 
-Single pool of ``--pods`` pods (round-robin, least-queue, predicted-latency), then the same number of pods
+Single pool of ``--pods`` pods (round-robin, least-queue, load-prefix, predicted-latency), then the same number of pods
 split short/long (``--short-pods``; short pods with a 4k context) under dual-pool, and round-robin /
-least-queue on that split cluster for reference. Prints markdown tables (P50/P90/P99 TTFT, SLO
+least-queue / load-prefix on that split cluster for reference. Prints markdown tables (P50/P90/P99 TTFT, SLO
 attainment, shed, preemptions per 1k, per-pod share min–max, prediction coverage/MAPE) and writes the
 summaries as JSON with ``--out``.
 """
@@ -76,8 +77,9 @@ def main() -> None:
         PoolSpec("short", args.short_pods, EngineConfig.from_preset(PRESET, max_model_len=4096, **kv)),
         PoolSpec("long", args.pods - args.short_pods, EngineConfig.from_preset(PRESET, **kv))))
     runs = [("single", single, "round-robin"), ("single", single, "least-queue"),
-            ("single", single, "predicted-latency"), ("split", split, "round-robin"),
-            ("split", split, "least-queue"), ("split", split, "dual-pool")]
+            ("single", single, "load-prefix"), ("single", single, "predicted-latency"),
+            ("split", split, "round-robin"), ("split", split, "least-queue"), ("split", split, "load-prefix"),
+            ("split", split, "dual-pool")]
     out: dict[str, Any] = {}
     t0 = time.perf_counter()
     only = set(args.only.split(",")) if args.only else None

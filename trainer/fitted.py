@@ -78,6 +78,8 @@ class _Data:
     stop: np.ndarray
     x_new: np.ndarray
     y_new: np.ndarray
+    logged: bool
+    """The fit is in log1p space (a quantile fit with enough rows); else on the raw target, served as is."""
 
 
 def stratified(buckets: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -99,8 +101,9 @@ def _data(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitPa
     weight = recency.weights(train.wall, float(max(train.wall.max(initial=0.0), newest.wall.max(initial=0.0))))
     if params.prefix_weighting:
         weight = weight * prefix_weights(train)
-    z = np.log1p(y) if params.objective == "quantile" else y
-    return _Data(name, spec.columns(name), x, z, y, weight, fit, stop, x_new, newest.column(TARGET_OF[name]))
+    logged = params.objective == "quantile" and len(fit) >= MIN_QUANTILE_ROWS
+    z = np.log1p(y) if logged else y
+    return _Data(name, spec.columns(name), x, z, y, weight, fit, stop, x_new, newest.column(TARGET_OF[name]), logged)
 
 
 def _matrix(d: _Data, rows: np.ndarray, params: FitParams, ref: xgb.QuantileDMatrix | None = None,
@@ -121,7 +124,7 @@ def _select(d: _Data, params: FitParams) -> tuple[Candidate, xgb.Booster, dict[s
     """Fit every candidate's location; the lowest RMSE (log space) on the newest rows wins."""
     dfit = _matrix(d, d.fit, params)
     dstop = _matrix(d, d.stop, params, ref=dfit, weighted=False)
-    z_new = np.log1p(d.y_new) if params.objective == "quantile" else d.y_new
+    z_new = np.log1p(d.y_new) if d.logged else d.y_new
     fitted, scores = {}, {}
     for candidate in params.candidates:
         booster = _location(d, params, candidate, dfit, dstop)
@@ -161,8 +164,7 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     started, cpu_started = time.perf_counter(), time.thread_time()
     d = _data(spec, name, train, newest, params, recency or Recency())
     candidate, location, selection = _select(d, params)
-    quantile = params.objective == "quantile" and len(d.fit) >= MIN_QUANTILE_ROWS
-    booster = _quantiles(d, params, candidate, location) if quantile else None
+    booster = _quantiles(d, params, candidate, location) if d.logged else None
     served = params.served if booster is not None else (params.alpha,)
     x_probe = spec.matrix(name, {**probe_columns(), **({"num_tokens_generated": np.zeros(PROBE_ROWS)}
                                                        if name == "tpot" and params.tpot_zero_token_count else {})})

@@ -184,3 +184,18 @@ def test_monotone_constraints_hold() -> None:
         cols[field] = grid
         out = loaded.predict_all(name, cols)
         assert np.all(np.diff(out, axis=0) >= -1e-6), (name, field)
+
+
+def test_a_fit_too_small_for_quantiles_serves_milliseconds() -> None:
+    """Below MIN_QUANTILE_ROWS fit rows no quantile booster is fitted: the location must then be fitted on the
+    raw target (served as is, ``identity``), not on log1p(ms) served as milliseconds."""
+    params = FitParams(rounds=30, nthread=1)
+    train, hold = window_rows(45, 7), window_rows(30, 8)
+    for name in MODEL_NAMES:
+        fitted = fit_model(SPEC, name, train, hold, params)
+        assert fitted.entry["target_transform"] == "identity" and fitted.entry["quantiles"] == [0.9]
+    loaded = fitted_bundle(train, hold, params)
+    test = window_rows(500, 9)
+    served = loaded.predict("ttft", training_columns("ttft", test, True))
+    actual = test.column("actual_ttft_ms")
+    assert 0.5 < float(np.median(served)) / float(np.median(actual)) < 2.0
