@@ -37,6 +37,10 @@ class ShareTracker:
     def share(self, pod: str) -> float:
         return self._weights.get(pod, 0.0) / self._total if self._total > 0 else 0.0
 
+    def forget(self, pod: str) -> None:
+        """Drop a pod that left: the others' shares are then measured among themselves."""
+        self._total = max(self._total - self._weights.pop(pod, 0.0), 0.0)
+
     def most_starved(self, candidates: Sequence[Candidate], min_share: float, warmup: float) -> int | None:
         """Index of the candidate furthest below ``min_share`` × fair share, if any (after warm-up)."""
         n = len(candidates)
@@ -73,3 +77,6 @@ class Balancer:
 
     def share(self, pool: str, pod: str) -> float:
         return self._trackers[pool].share(pod)
+
+    def forget(self, pool: str, pod: str) -> None:
+        self._trackers[pool].forget(pod)

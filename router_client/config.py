@@ -6,6 +6,8 @@ tests. Every field carries a description; ``router_client/README.md`` lists them
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,49 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 from router_client.errors import RouterConfigError
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
+_DNS_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+
+
+def split_dns_target(target: str) -> tuple[str, int]:
+    """``"NAME:PORT"`` → ``(NAME, PORT)``; ValueError naming the problem. NAME is a DNS name (its labels: letters,
+    digits, ``-``, ``_``; a trailing dot allowed) or an IP literal (IPv6 in brackets)."""
+    host, sep, port_text = target.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+        try:
+            name_ok = ipaddress.ip_address(host).version == 6
+        except ValueError:
+            name_ok = False
+    else:
+        labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+        name_ok = 0 < len(host) <= 253 and all(_DNS_LABEL.fullmatch(label) for label in labels)
+    if not sep or not name_ok or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"discovery.dns must be NAME:PORT (e.g. vllm-short.latency-router.svc.cluster.local:8000), "
+                         f"got {target!r}")
+    return host, int(port_text)
+
+
+class DiscoveryConfig(BaseModel):
+    """A pool's pods found by name resolution instead of listed (``router_client/discovery.py``)."""
+
+    model_config = _STRICT
+
+    dns: str = Field(description="NAME:PORT; NAME (e.g. a headless Service) is resolved every refresh_s and every "
+                     "address becomes a pod http://ADDR:PORT.")
+    refresh_s: float = Field(default=5.0, description="Seconds between resolutions of NAME.", gt=0)
+
+    @model_validator(mode="after")
+    def _target(self) -> DiscoveryConfig:
+        split_dns_target(self.dns)
+        return self
+
+    @property
+    def host(self) -> str:
+        return split_dns_target(self.dns)[0]
+
+    @property
+    def port(self) -> int:
+        return split_dns_target(self.dns)[1]
 
 
 class PoolConfig(BaseModel):
@@ -23,7 +68,12 @@ class PoolConfig(BaseModel):
     model_config = _STRICT
 
     name: str = Field(description="Pool name (e.g. 'short', 'long'); used in metrics and decisions.", min_length=1)
-    pods: list[str] = Field(description="Base URLs of the pool's model servers (http://host:port).", min_length=1)
+    pods: list[str] = Field(
+        default_factory=list, description="Base URLs of the pool's model servers (http://host:port); give either "
+        "pods or discovery.")
+    discovery: DiscoveryConfig | None = Field(
+        default=None, description="Find the pool's pods by resolving a name instead of listing them (see "
+        "Discovery); give either pods or discovery.")
     max_context: int = Field(
         default=32768, description="Largest prompt + output tokens a pod of the pool accepts.", gt=0)
     trainer_url: str | None = Field(
@@ -37,7 +87,19 @@ class PoolConfig(BaseModel):
         "pod_class feature so one model can serve pods that differ ('' = unknown).")
     pod_classes: dict[str, str] = Field(
         default_factory=dict, description="Per-pod pod_class overriding pod_class, by pod URL (a mixed pool: "
-        "{\"http://10.0.0.5:8000\": \"h100-tp1\"}); every key must be one of pods.")
+        "{\"http://10.0.0.5:8000\": \"h100-tp1\"}); every key must be one of pods (not with discovery: "
+        "discovered pods take pod_class).")
+
+    @model_validator(mode="after")
+    def _pods_or_discovery(self) -> PoolConfig:
+        if self.discovery is not None and self.pods:
+            raise ValueError(f"pool {self.name!r}: give pods or discovery, not both")
+        if self.discovery is None and not self.pods:
+            raise ValueError(f"pool {self.name!r}: give pods (at least one URL) or discovery")
+        if self.discovery is not None and self.pod_classes:
+            raise ValueError(f"pool {self.name!r}: pod_classes is keyed by pod URL and discovered addresses change; "
+                             "with discovery give pod_class (one class per discovered pool)")
+        return self
 
     @model_validator(mode="after")
     def _classes_name_pods(self) -> PoolConfig:
@@ -310,6 +372,9 @@ class RouterConfig(BaseModel):
         names = [p.name for p in self.pools]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate pool names {names}")
+        targets = [p.discovery.dns for p in self.pools if p.discovery is not None]
+        if len(set(targets)) != len(targets):
+            raise ValueError(f"two pools discover the same name: {targets}")
         return self
 
     @model_validator(mode="after")

@@ -1,9 +1,13 @@
 """Endpoint state: the scraped-metrics snapshot (replaced whole by the scraper, only read by the hot
-path) plus router-side in-flight tracking, turned into one contract feature row per pod."""
+path) plus router-side in-flight tracking, turned into one contract feature row per pod.
+
+The tracked pods change with discovery: :meth:`EndpointState.add` a pod that joined, :meth:`EndpointState.drop`
+one that left once nothing is in flight there. In-flight requests of a pod that left finish and are released
+normally; scrapes of pods no longer tracked are ignored."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -26,6 +30,9 @@ class PodMetrics:
     """Monotonic time of the scrape (-inf: never scraped)."""
 
 
+NEVER_SCRAPED = PodMetrics()
+
+
 @dataclass(slots=True)
 class _Open:
     pod: str
@@ -34,14 +41,32 @@ class _Open:
 
 
 class EndpointState:
-    def __init__(self, pools: Sequence[PoolConfig], stale_after_s: float, clock: Callable[[], float]) -> None:
-        self.pods = [pod for p in pools for pod in p.pods]
+    def __init__(self, pods: Iterable[str], stale_after_s: float, clock: Callable[[], float]) -> None:
         self.stale_after_s = stale_after_s
         self._clock = clock
-        self._snapshot: Mapping[str, PodMetrics] = MappingProxyType(dict.fromkeys(self.pods, PodMetrics()))
-        self._running = dict.fromkeys(self.pods, 0)
-        self._prefill = dict.fromkeys(self.pods, 0)
+        self._snapshot: Mapping[str, PodMetrics] = MappingProxyType(dict.fromkeys(pods, NEVER_SCRAPED))
+        self._running = dict.fromkeys(self._snapshot, 0)
+        self._prefill = dict.fromkeys(self._snapshot, 0)
         self._open: dict[int | str, _Open] = {}
+
+    # -- tracked pods -------------------------------------------------------------------------
+    @property
+    def pods(self) -> tuple[str, ...]:
+        return tuple(self._snapshot)
+
+    def add(self, pod: str) -> None:
+        """Track a pod that joined (never scraped yet; a pod still tracked keeps its state)."""
+        if pod not in self._snapshot:
+            self._snapshot = MappingProxyType({**self._snapshot, pod: NEVER_SCRAPED})
+        self._running.setdefault(pod, 0)
+        self._prefill.setdefault(pod, 0)
+
+    def drop(self, pod: str) -> None:
+        """Forget a pod that left (call it once :meth:`running` is 0)."""
+        if pod in self._snapshot:
+            self._snapshot = MappingProxyType({p: m for p, m in self._snapshot.items() if p != pod})
+        self._running.pop(pod, None)
+        self._prefill.pop(pod, None)
 
     # -- scraped metrics -------------------------------------------------------------------
     @property
@@ -49,16 +74,16 @@ class EndpointState:
         return self._snapshot
 
     def publish(self, updates: Mapping[str, PodMetrics]) -> None:
-        """Replace the snapshot with one where ``updates`` override the previous values."""
+        """Replace the snapshot with one where ``updates`` override the previous values (of tracked pods)."""
         merged = dict(self._snapshot)
-        merged.update(updates)
+        merged.update((pod, m) for pod, m in updates.items() if pod in merged)
         self._snapshot = MappingProxyType(merged)
 
     def now(self) -> float:
         return self._clock()
 
     def staleness(self, pod: str) -> float:
-        return self._clock() - self._snapshot[pod].scraped_at
+        return self._clock() - self._snapshot.get(pod, NEVER_SCRAPED).scraped_at
 
     def is_stale(self, pod: str) -> bool:
         return self.staleness(pod) > self.stale_after_s
@@ -76,7 +101,7 @@ class EndpointState:
         if entry is None or entry.first_token_seen:
             return
         entry.first_token_seen = True
-        self._prefill[entry.pod] -= entry.uncached
+        self._prefill[entry.pod] = self._prefill.get(entry.pod, entry.uncached) - entry.uncached
 
     def complete(self, key: int | str) -> bool:
         """Release the request; True when its first token had been seen (its TTFT was measured)."""
@@ -85,7 +110,7 @@ class EndpointState:
         self.first_token(key)
         entry = self._open.pop(key, None)
         if entry is not None:
-            self._running[entry.pod] -= 1
+            self._running[entry.pod] = self._running.get(entry.pod, 1) - 1
         return streamed
 
     def running(self, pod: str) -> int:
@@ -95,23 +120,24 @@ class EndpointState:
         return self._prefill.get(pod, 0)
 
     # -- features ---------------------------------------------------------------------------
-    def feature_rows(self, pool: PoolConfig, prompt_tokens: int, prefix_scores: Sequence[float]) -> list[Row]:
-        """The contract fields per pod of ``pool`` (num_tokens_generated = 1, as the EPP sends; what the
-        router does not measure — decode tokens in flight, encoder sizes — keeps its default) plus the
-        configured ``pod_class``."""
-        snap = self._snapshot
+    def feature_rows(self, pool: PoolConfig, pods: Sequence[str], prompt_tokens: int,
+                     prefix_scores: Sequence[float]) -> list[Row]:
+        """The contract fields per pod of ``pods`` (of ``pool``; num_tokens_generated = 1, as the EPP sends;
+        what the router does not measure — decode tokens in flight, encoder sizes — keeps its default) plus
+        the configured ``pod_class``."""
+        snap, running, prefill = self._snapshot, self._running, self._prefill
         rows: list[Row] = []
-        for pod, prefix in zip(pool.pods, prefix_scores, strict=True):
-            m = snap[pod]
+        for pod, prefix in zip(pods, prefix_scores, strict=True):
+            m = snap.get(pod, NEVER_SCRAPED)
             rows.append(feature_row({
                 "kv_cache_percentage": min(max(m.kv_cache, 0.0), 1.0),
                 "input_token_length": prompt_tokens,
                 "num_request_waiting": m.waiting,
-                "num_request_running": self._running[pod],
+                "num_request_running": running.get(pod, 0),
                 "num_tokens_generated": 1,
                 "prefix_cache_score": prefix,
                 "pod_type": pool.pod_type,
-                "prefill_tokens_in_flight": max(self._prefill[pod], 0),
+                "prefill_tokens_in_flight": max(prefill.get(pod, 0), 0),
                 "pod_class": pool.class_of(pod),
             }))
         return rows

@@ -7,14 +7,15 @@ series (coverage, pinball, MAPE, alarm) are read from their owners at scrape tim
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from router_client.correction import PodCorrection
-from router_client.drift import DriftMonitor
+from router_client.drift import POOL_WIDE, DriftMonitor
+from router_client.membership import STATES, Membership
 
 _DECISION_BUCKETS = (5e-5, 1e-4, 2e-4, 5e-4, 1e-3, 2e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 1.0)
 _SERIES = ("pool", "pod", "target")
@@ -39,6 +40,9 @@ class RouterMetrics:
                                    ["pool", "slo"], registry=r)
         self.slo_violations = Counter("router_slo_violations_total", "Completed requests that missed their SLO.",
                                       ["pool", "slo"], registry=r)
+        self.discovery_refreshes = Counter("router_discovery_refreshes_total", "Name resolutions of discovered "
+                                           "pools by outcome (ok: same pods, changed, error / empty: the last "
+                                           "pods kept).", ["pool", "outcome"], registry=r)
         self._fallback_counts: dict[tuple[str, str], float] = {}
         self._shed_counts: dict[tuple[str, str], float] = {}
 
@@ -68,6 +72,15 @@ class RouterMetrics:
     def staleness(self, pod: str, seconds: float) -> None:
         self.stale.labels(pod).set(min(seconds, 1e9))
 
+    def discovery_refresh(self, pool: str, outcome: str) -> None:
+        self.discovery_refreshes.labels(pool, outcome).inc()
+
+    def forget_pod(self, pod: str) -> None:
+        """Drop the per-pod series of a pod that left its pool."""
+        self.stale.remove(pod)
+        for reason in ("error", "status"):
+            self.scrape_errors.remove(pod, reason)
+
     def sample(self, pool: str, outcome: str, n: int = 1) -> None:
         self.samples.labels(pool, outcome).inc(n)
 
@@ -84,10 +97,31 @@ class RouterMetrics:
         self._slo(pool, "tpot", slo_tpot, tpot)
 
 
-class AdaptiveCollector(Collector):
-    """Correction factors and drift series, per (pool, pod, target), computed at scrape time."""
+class MembershipCollector(Collector):
+    """``router_pool_pods{pool, state}``: each pool's pods by state (serving, joining, leaving), at scrape time."""
 
-    def __init__(self, correction: PodCorrection, drift: DriftMonitor, pool_of: Mapping[str, str],
+    def __init__(self, members: Membership) -> None:
+        self._members = members
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily("router_pool_pods", "Pods of the pool by state (serving: candidates; joining: "
+                                   "resolved, not scraped yet; leaving: gone, requests in flight).",
+                                   labels=["pool", "state"])
+        for pool in self._members:
+            counts = pool.counts()
+            for state in STATES:
+                family.add_metric([pool.name, state], counts[state])
+        yield family
+
+
+class AdaptiveCollector(Collector):
+    """Correction factors and drift series, per (pool, pod, target), computed at scrape time. Only pods that are
+    members of a pool now (``pool_of`` not None) are exported: a pod that left takes its series with it."""
+
+    def __init__(self, correction: PodCorrection, drift: DriftMonitor, pool_of: Callable[[str], str | None],
                  clock: Callable[[], float]) -> None:
         self._correction = correction
         self._drift = drift
@@ -102,7 +136,9 @@ class AdaptiveCollector(Collector):
         factor = GaugeMetricFamily("router_pod_correction", "Per-pod factor applied to the model's predictions.",
                                    labels=_SERIES)
         for pod, target in self._correction.keys():
-            factor.add_metric([self._pool_of.get(pod, ""), pod, target], self._correction.factor(pod, target, now))
+            pool = self._pool_of(pod)
+            if pool is not None:
+                factor.add_metric([pool, pod, target], self._correction.factor(pod, target, now))
         yield factor
         families: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
             "pairs": CounterMetricFamily("router_prediction_pairs", "Served (prediction, actual) pairs.",
@@ -123,7 +159,7 @@ class AdaptiveCollector(Collector):
         }
         for key in self._drift.keys():
             state = self._drift.state(*key)
-            if state is None:
+            if state is None or (key[1] != POOL_WIDE and self._pool_of(key[1]) != key[0]):
                 continue
             for name, family in families.items():
                 family.add_metric(list(key), float(getattr(state, name)))

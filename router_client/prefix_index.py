@@ -55,3 +55,7 @@ class PrefixIndex:
             blocks.move_to_end(h)
         while len(blocks) > self.capacity:
             blocks.popitem(last=False)
+
+    def forget(self, pod: str) -> None:
+        """Drop everything recorded for ``pod`` (it left its pool)."""
+        self._blocks.pop(pod, None)

@@ -6,6 +6,10 @@ index), asks the pool's predictors for all of them in one coalesced bulk call (f
 composite score when that fails or is late), runs filter → score → pick, and admits or sheds.
 After the stream, :meth:`Router.on_first_token` and :meth:`Router.on_complete` report what was
 seen so the models keep learning. ``decide`` never raises for predictor trouble.
+
+A pool's pods are read from :class:`~router_client.membership.Membership` once per decision (discovered pools
+change when :class:`~router_client.discovery.Discovery` resolves their name again); per-pod state is kept for
+pods that stay and dropped for a pod that left once its in-flight requests have finished.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ from prometheus_client import CollectorRegistry
 from router_client.classifier import Budget, PoolClassifier
 from router_client.config import PoolConfig, RouterConfig
 from router_client.correction import PodCorrection
+from router_client.discovery import Discovery
 from router_client.drift import DriftMonitor
 from router_client.endpoints import EndpointState
 from router_client.errors import PredictionUnavailable
 from router_client.http1 import Http1Pool
-from router_client.live_metrics import AdaptiveCollector, RouterMetrics
+from router_client.live_metrics import AdaptiveCollector, MembershipCollector, RouterMetrics
+from router_client.membership import LEAVING, Change, Membership
 from router_client.pipeline import DecisionCore, Outcome
 from router_client.predictor_client import Prediction, PredictorClient
 from router_client.prefix_index import PrefixIndex, text_block_hashes
@@ -84,16 +90,16 @@ class Router:
         self.metrics_registry = CollectorRegistry()
         self._metrics = RouterMetrics(self.metrics_registry)
         self._pools = MappingProxyType({p.name: p for p in config.pools})
-        peers = {pod: tuple(p.pods) for p in config.pools for pod in p.pods}
-        self.correction = PodCorrection(config.correction, config.prediction_quantile,
-                                        lambda pod: peers.get(pod, (pod,)))
+        self.members = Membership(config.pools)
+        self.correction = PodCorrection(config.correction, config.prediction_quantile, self.members.peers)
         self.drift = DriftMonitor(config.drift, config.prediction_quantile)
-        self.metrics_registry.register(AdaptiveCollector(
-            self.correction, self.drift, {pod: p.name for p in config.pools for pod in p.pods}, clock))
+        self.metrics_registry.register(AdaptiveCollector(self.correction, self.drift, self.members.pool_of, clock))
+        self.metrics_registry.register(MembershipCollector(self.members))
         self._classifier = PoolClassifier(config.classifier, config.pools)
-        self._state = EndpointState(config.pools, config.scraper.stale_after_s, clock)
-        self._prefix = PrefixIndex([pod for p in config.pools for pod in p.pods], config.prefix.capacity_blocks)
+        self._state = EndpointState(self.members.scrape_targets(), config.scraper.stale_after_s, clock)
+        self._prefix = PrefixIndex(self.members.scrape_targets(), config.prefix.capacity_blocks)
         self._core = DecisionCore(config.scheduler, config.slo, {p.name: p.pods for p in config.pools})
+        self.discovery = Discovery(config.pools, self.members, self._on_change, self._metrics, clock=clock)
         self._http: httpx.AsyncClient | None = None
         self._scrape_pool: Http1Pool | None = None
         self._scraper: MetricsScraper | None = None
@@ -104,7 +110,7 @@ class Router:
         self._routed: dict[str, int] = {}
         self._tuning: RouterTuning | None = None
         if config.tuning.enabled:
-            self._tuning = RouterTuning(config, self._classifier, self._state, clock())
+            self._tuning = RouterTuning(config, self._classifier, self._state, clock(), self.members.pods)
             self._tuning.register(self.metrics_registry)
 
     @property
@@ -112,7 +118,8 @@ class Router:
         return self._pools
 
     async def start(self) -> None:
-        """Open the HTTP client and start the scraper, the reporter and the predictor clients."""
+        """Resolve the discovered pools once, open the HTTP client and start discovery, the scraper, the reporter
+        and the predictor clients."""
         limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
         self._http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(5.0))
         cfg = self.config
@@ -123,14 +130,18 @@ class Router:
                     window_s=cfg.coalesce_window_ms / 1e3, max_rows=cfg.max_coalesced_rows,
                     backoff_s=cfg.predictor_backoff_s, clock=self._clock, quantile=cfg.slo.admission_quantile)
         self._scrape_pool = Http1Pool(connect_timeout_s=cfg.scraper.timeout_s)
-        self._scraper = MetricsScraper(self._scrape_pool, self._state, cfg.scraper, self._metrics)
+        self._scraper = MetricsScraper(self._scrape_pool, self._state, cfg.scraper, self._metrics,
+                                       self.members.scrape_targets, self.members.scraped)
         self._reporter = SampleReporter(self._http, {p.name: p.trainer_url for p in cfg.pools}, cfg.reporter,
                                         self._metrics)
+        await self.discovery.refresh_all()
+        self.discovery.start()
         self._scraper.start()
         self._reporter.start()
 
     async def aclose(self) -> None:
         """Stop background tasks, flush what the reporter holds (best effort) and close connections."""
+        await self.discovery.stop()
         if self._scraper is not None:
             await self._scraper.stop()
         if self._scrape_pool is not None:
@@ -155,16 +166,17 @@ class Router:
         hashes = text_block_hashes(info.prefix_text, self.config.prefix.block_bytes,
                                    self.config.prefix.max_blocks_per_request)
         pool_cfg = self._pools[pool]
-        rows = self._state.feature_rows(pool_cfg, budget.prompt_tokens, self._prefix.scores(pool_cfg.pods, hashes))
-        raw, fallback_reason = await self._predict(pool, rows, started)
+        pods = self.members.pods(pool)  # this decision's pods, whatever discovery does while it awaits
+        rows = self._state.feature_rows(pool_cfg, pods, budget.prompt_tokens, self._prefix.scores(pods, hashes))
+        raw, fallback_reason = await self._predict(pool, rows, started) if pods else (None, None)
         predictions = None if raw is None else [
-            Prediction(*p) for p in self.correction.apply(pool_cfg.pods, raw, self._clock())]  # type: ignore[arg-type]
+            Prediction(*p) for p in self.correction.apply(pods, raw, self._clock())]  # type: ignore[arg-type]
         request = SchedulingRequest(
             info.request_id, budget.prompt_tokens,
             info.slo_ttft_ms if info.slo_ttft_ms is not None else self.config.slo.default_ttft_ms,
             info.slo_tpot_ms if info.slo_tpot_ms is not None else self.config.slo.default_tpot_ms,
             info.sheddable)
-        candidates = self._live(_candidates(self._pools[pool].pods, rows, predictions))
+        candidates = self._live(pool, pods, _candidates(pods, rows, predictions))
         outcome = self._core.decide(pool, request, candidates)
         decision = self._finish(info, budget, rows, outcome, fallback_reason, raw)
         if decision.pod_url is not None:
@@ -177,9 +189,14 @@ class Router:
                                      self._clock())
         return decision
 
-    def _live(self, candidates: list[Candidate]) -> list[Candidate]:
-        """Drop pods whose scrapes have failed for longer than ``stale_after_s`` (down or unreachable),
-        unless that drops them all: then nothing is known and every pod stays a candidate."""
+    def _live(self, pool: str, pods: tuple[str, ...], candidates: list[Candidate]) -> list[Candidate]:
+        """Drop pods that left the pool while the decision awaited its predictions, and pods whose scrapes have
+        failed for longer than ``stale_after_s`` (down or unreachable) — unless that drops them all: then nothing
+        is known and every pod stays a candidate."""
+        now = self.members.pods(pool)
+        if now is not pods:
+            current = set(now)
+            candidates = [c for c in candidates if c.pod in current] or candidates
         live = [c for c in candidates if not self._state.is_stale(c.pod)]
         return live if live else candidates
 
@@ -233,6 +250,7 @@ class Router:
         if decision.pod_url is None:
             return
         streamed = self._state.complete(decision.dispatch_id)
+        self._retire_if_idle(decision.pod_url)
         if self._tuning is not None:
             self._tuning.on_complete(decision.pool)
         info = decision.info
@@ -258,6 +276,30 @@ class Router:
             self.correction.observe(pod, target, raw, actual, now)
             self.drift.observe(d.pool, pod, target, predicted, raw, actual, now)
 
+    # -- membership changes ------------------------------------------------------------------
+    def _on_change(self, change: Change) -> None:
+        """Discovery changed a pool: track the pods that joined, retire those that left once idle."""
+        for pod in change.joined:
+            self._state.add(pod)
+        for pod in change.left:
+            self._retire_if_idle(pod)
+
+    def _retire_if_idle(self, pod: str) -> None:
+        """Forget a pod that left its pool and has nothing in flight any more (its correction and drift series
+        are kept: a pod that comes back with the same address resumes with them)."""
+        if self.members.state(pod) != LEAVING or self._state.running(pod) > 0:
+            return
+        pool = self.members.retire(pod)
+        if pool is None:
+            return
+        self._state.drop(pod)
+        self._prefix.forget(pod)
+        self._core.balancer.forget(pool, pod)
+        self._routed.pop(pod, None)
+        if self._scraper is not None:
+            self._scraper.forget(pod)
+        self._metrics.forget_pod(pod)
+
     # -- introspection (tests, /status of the proxy) -------------------------------------------
     def fallback_counts(self) -> dict[tuple[str, str], float]:
         """Fallbacks so far by (pool, reason)."""
@@ -274,7 +316,8 @@ class Router:
     def status(self) -> dict[str, Any]:
         """The JSON document of the proxy's ``GET /status`` (see ``router_client/status.py``)."""
         sources = StatusSources(self.config, self.correction, self.drift, self._state, self.share, self._routed,
-                                self._metrics.fallback_counts(), self._metrics.shed_counts())
+                                self._metrics.fallback_counts(), self._metrics.shed_counts(), self.members,
+                                self.discovery.status)
         status = build_status(sources, self._clock())
         tuning = self.tuning_status()
         return status if tuning is None else {**status, "tuning": tuning}
@@ -286,8 +329,12 @@ class Router:
     def in_flight(self, pod_url: str) -> int:
         return self._state.running(pod_url)
 
+    def pod_urls(self) -> list[str]:
+        """Every pod of every pool now (resolved, then leaving)."""
+        return self.members.all_pods()
 
-def _candidates(pods: list[str], rows: list[Features], predictions: list[Prediction] | None) -> list[Candidate]:
+
+def _candidates(pods: tuple[str, ...], rows: list[Features], predictions: list[Prediction] | None) -> list[Candidate]:
     out = []
     for i, (pod, row) in enumerate(zip(pods, rows, strict=True)):
         p = predictions[i] if predictions is not None else Prediction(None, None)  # type: ignore[arg-type]

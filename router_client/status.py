@@ -1,6 +1,7 @@
 """The router's state as one JSON-ready document (the proxy's ``GET /status``; a status page reads it).
 
-Per pool: fallbacks and sheds by reason, the pool-wide drift series, and per pod its configured class,
+Per pool: fallbacks and sheds by reason, the pool-wide drift series, discovery (name, last outcome; null for a
+static pool), and per pod (serving, joining and leaving ones, with their ``state``) its configured class,
 recent traffic share, routed count, in-flight requests, scraped load and age, and per target the
 correction factor next to the drift series (predicted vs measured means, coverage of the acted-on and of
 the raw prediction, pinball, alarm). Built on demand from snapshots; nothing here is on the hot path.
@@ -15,7 +16,8 @@ from typing import Any
 from router_client.config import PoolConfig, RouterConfig
 from router_client.correction import TARGETS, PodCorrection
 from router_client.drift import POOL_WIDE, DriftMonitor, DriftState
-from router_client.endpoints import EndpointState
+from router_client.endpoints import NEVER_SCRAPED, EndpointState
+from router_client.membership import Membership
 from shared.timefmt import rfc3339
 
 
@@ -31,6 +33,8 @@ class StatusSources:
     routed: Mapping[str, int]
     fallbacks: Mapping[tuple[str, str], float]
     sheds: Mapping[tuple[str, str], float]
+    members: Membership
+    discovery: Callable[[str], dict[str, Any] | None]
 
 
 def _drift(state: DriftState | None, now: float) -> dict[str, Any]:
@@ -48,16 +52,21 @@ def _by_reason(counts: Mapping[tuple[str, str], float], pool: str) -> dict[str, 
 
 
 def _pod(src: StatusSources, pool: PoolConfig, pod: str, now: float) -> dict[str, Any]:
-    scraped = src.endpoints.snapshot[pod]
+    scraped = src.endpoints.snapshot.get(pod, NEVER_SCRAPED)
     targets = {}
     for target in TARGETS:
         factor = src.correction.state(pod, target, now)
         targets[target] = {"correction": factor.factor, "correction_samples": factor.samples,
                            **_drift(src.drift.state(pool.name, pod, target), now)}
-    return {"url": pod, "pod_class": pool.class_of(pod), "share": round(src.share(pool.name, pod), 4),
-            "routed": src.routed.get(pod, 0), "in_flight": src.endpoints.running(pod),
-            "waiting": scraped.waiting, "kv_cache": scraped.kv_cache,
+    return {"url": pod, "state": src.members.state(pod), "pod_class": pool.class_of(pod),
+            "share": round(src.share(pool.name, pod), 4), "routed": src.routed.get(pod, 0),
+            "in_flight": src.endpoints.running(pod), "waiting": scraped.waiting, "kv_cache": scraped.kv_cache,
             "metrics_age_s": round(min(src.endpoints.staleness(pod), 1e9), 3), **targets}
+
+
+def _pods(members: Membership, pool: str) -> list[str]:
+    found = members.pool(pool)
+    return [*found.resolved, *found.leaving]
 
 
 def build_status(src: StatusSources, now: float) -> dict[str, Any]:
@@ -68,7 +77,8 @@ def build_status(src: StatusSources, now: float) -> dict[str, Any]:
             "name": pool.name, "pod_type": pool.pod_type,
             "fallbacks": _by_reason(src.fallbacks, pool.name), "shed": _by_reason(src.sheds, pool.name),
             **{target: _drift(src.drift.state(pool.name, POOL_WIDE, target), now) for target in TARGETS},
-            "pods": [_pod(src, pool, pod, now) for pod in pool.pods],
+            "discovery": src.discovery(pool.name),
+            "pods": [_pod(src, pool, pod, now) for pod in _pods(src.members, pool.name)],
         })
     return {"generated_at": rfc3339(), "prediction_quantile": cfg.prediction_quantile,
             "correction": cfg.correction.model_dump(), "drift": cfg.drift.model_dump(), "pools": pools}

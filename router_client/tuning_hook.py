@@ -10,7 +10,7 @@ Metrics (router registry): ``router_tuning_threshold_tokens{kind="in_force"|"rec
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -27,10 +27,14 @@ LOAD_SAMPLE_INTERVAL_S = 0.5
 
 
 class RouterTuning:
-    def __init__(self, config: RouterConfig, classifier: PoolClassifier, state: EndpointState, now: float) -> None:
+    def __init__(self, config: RouterConfig, classifier: PoolClassifier, state: EndpointState, now: float,
+                 pods: Callable[[str], tuple[str, ...]] | None = None) -> None:
         short, long = config.tuning_pools()
-        self._pods = {p.name: list(p.pods) for p in config.pools if p.name in (short, long)}
-        self.tuner = PoolTuner(config.tuning, short, long, {p: len(v) for p, v in self._pods.items()},
+        static = {p.name: tuple(p.pods) for p in config.pools}
+        self._pods_of = pods or static.__getitem__
+        """The pool's pods now (discovery changes them; the split is recommended for the pods there are)."""
+        self._pools = (short, long)
+        self.tuner = PoolTuner(config.tuning, short, long, {p: max(len(static[p]), 1) for p in self._pools},
                                config.pool(short).max_context, config.classifier.output_threshold_tokens,
                                config.classifier.total_threshold_tokens, now)
         self._classifier = classifier
@@ -45,9 +49,13 @@ class RouterTuning:
         if now >= self._next_sample:
             self._next_sample = now + LOAD_SAMPLE_INTERVAL_S
             snap = self._state.snapshot
-            for pool, pods in self._pods.items():
-                waiting = sum(snap[p].waiting for p in pods)
-                t.observe_load(pool, waiting / len(pods), sum(snap[p].preemptions for p in pods))
+            for pool in self._pools:
+                metrics = [m for m in (snap.get(p) for p in self._pods_of(pool)) if m is not None]
+                if not metrics:
+                    continue
+                t.pods[pool] = len(metrics)
+                waiting = sum(m.waiting for m in metrics)
+                t.observe_load(pool, waiting / len(metrics), sum(m.preemptions for m in metrics))
         if t.due(now) and t.update(now) is not None and t.cfg.apply:
             self._classifier.set_total_threshold(t.threshold)
 

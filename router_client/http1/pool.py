@@ -222,6 +222,14 @@ class Http1Pool:
             return
         idle.append(conn)
 
+    def forget(self, base_url: str) -> None:
+        """Close the idle connections to ``base_url``'s origin and drop what is cached for it (a pod that left)."""
+        found = self._origins.pop(base_url, None)
+        if found is None:
+            return
+        for conn in self._idle.pop(found[0], []):
+            conn.close()
+
     async def aclose(self) -> None:
         for idle in self._idle.values():
             for conn in idle:

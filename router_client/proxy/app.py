@@ -130,10 +130,9 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
         router = Router(config)
         upstream = make_pool(settings)
         client = httpx.AsyncClient(timeout=httpx.Timeout(2.0))
-        pods = [pod for pool in config.pools for pod in pool.pods]
         ui = UiState(router, StatusHistory(), RequestLog())
         state = ProxyState(router, Forwarder(router, upstream, proxy_metrics, requests=ui.requests),
-                           ModelCatalog(client, pods, settings.served_model_name), proxy_metrics, ui)
+                           ModelCatalog(client, router.pod_urls, settings.served_model_name), proxy_metrics, ui)
         app.state.proxy = state
         await router.start()
         sampler = StatusSampler(ui)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -12,9 +12,10 @@ import orjson
 
 
 class ModelCatalog:
-    """Asks every pod for ``/v1/models`` at most once per ``ttl_s``; unreachable pods are skipped."""
+    """Asks every pod (``pods()``: the pools' pods at that moment) for ``/v1/models`` at most once per ``ttl_s``;
+    unreachable pods are skipped."""
 
-    def __init__(self, client: httpx.AsyncClient, pods: list[str], served_name: str | None = None,
+    def __init__(self, client: httpx.AsyncClient, pods: Callable[[], Sequence[str]], served_name: str | None = None,
                  ttl_s: float = 10.0, timeout_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self._pods = pods
@@ -35,7 +36,7 @@ class ModelCatalog:
         return self._cached
 
     async def _collect(self) -> dict[str, Any]:
-        answers = await asyncio.gather(*(self._one(pod) for pod in self._pods))
+        answers = await asyncio.gather(*(self._one(pod) for pod in self._pods()))
         seen: dict[str, dict[str, Any]] = {}
         for cards in answers:
             for card in cards:

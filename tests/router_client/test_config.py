@@ -38,6 +38,23 @@ BAD = [
     ("pod_classes naming a stranger", {"pools": [{**BASE["pools"][0], "pod_classes": {"http://x:1": "h100"}}]},
      "pod_classes names pods not in pods: \\['http://x:1'\\]"),
     ("pod_class not a string", {"pools": [{**BASE["pools"][0], "pod_class": 3}]}, "pod_class"),
+    ("pods and discovery", {"pools": [{**BASE["pools"][0], "discovery": {"dns": "vllm:8000"}}]},
+     "pool 'short': give pods or discovery, not both"),
+    ("neither pods nor discovery", {"pools": [{"name": "a"}]},
+     "pool 'a': give pods \\(at least one URL\\) or discovery"),
+    *((f"discovery.dns {dns!r}", {"pools": [{"name": "a", "discovery": {"dns": dns}}]},
+       "discovery.dns must be NAME:PORT")
+      for dns in ("vllm-short", "vllm-short:", ":8000", "vllm short:8000", "vllm-short:0", "vllm-short:65536",
+                  "vllm-short:80a", "-vllm:8000", "a..b:8000", "[zz]:8000", "[10.0.0.1]:8000", "http://vllm:8000")),
+    ("discovery.refresh_s 0", {"pools": [{"name": "a", "discovery": {"dns": "vllm:8000", "refresh_s": 0}}]},
+     "refresh_s"),
+    ("unknown discovery key", {"pools": [{"name": "a", "discovery": {"dns": "vllm:8000", "ttl": 3}}]}, "ttl"),
+    ("pod_classes with discovery", {"pools": [{"name": "a", "discovery": {"dns": "vllm:8000"},
+                                               "pod_classes": {"http://10.0.0.1:8000": "h100"}}]},
+     "pod_classes is keyed by pod URL"),
+    ("two pools discover one name", {"pools": [{"name": "a", "discovery": {"dns": "vllm:8000"}},
+                                               {"name": "b", "discovery": {"dns": "vllm:8000"}}]},
+     "two pools discover the same name"),
 ]
 
 
@@ -45,6 +62,18 @@ BAD = [
 def test_invalid_config_fails(name: str, data: dict, needle: str) -> None:
     with pytest.raises(RouterConfigError, match=needle):
         RouterConfig.parse(data)
+
+
+@pytest.mark.parametrize(("dns", "host", "port"), [
+    ("vllm-short.latency-router.svc.cluster.local:8000", "vllm-short.latency-router.svc.cluster.local", 8000),
+    ("vllm-short.latency-router.svc.cluster.local.:8000", "vllm-short.latency-router.svc.cluster.local.", 8000),
+    ("localhost:1", "localhost", 1), ("10.0.0.7:65535", "10.0.0.7", 65535), ("[fd00::7]:8000", "fd00::7", 8000),
+])
+def test_discovery_config(dns: str, host: str, port: int) -> None:
+    cfg = RouterConfig.parse({"pools": [{"name": "short", "discovery": {"dns": dns}, "pod_class": "a100"}]})
+    discovery = cfg.pool("short").discovery
+    assert discovery is not None and (discovery.host, discovery.port, discovery.refresh_s) == (host, port, 5.0)
+    assert cfg.pool("short").pods == [] and cfg.pool("short").class_of("http://10.0.0.1:8000") == "a100"
 
 
 def test_unknown_plugin_fails_when_the_router_is_built() -> None:

@@ -4,6 +4,7 @@ and description, and nothing else (a row per field, nested sections as ``section
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,12 @@ def _default(field: FieldInfo) -> str | None:
     return "`" + json.dumps(value, ensure_ascii=False) + "`"
 
 
+def _optional_section(field: FieldInfo) -> type[BaseModel] | None:
+    """The model of an optional section (``Section | None = None``, e.g. ``pools[].discovery``)."""
+    models = [a for a in typing.get_args(field.annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+    return models[0] if len(models) == 1 and field.default is None else None
+
+
 def _rows(model: type[BaseModel], prefix: str = "") -> list[str]:
     out = []
     for name, field in model.model_fields.items():
@@ -38,6 +45,8 @@ def _rows(model: type[BaseModel], prefix: str = "") -> list[str]:
             out += _rows(field.annotation, f"{name}.")
             if name == "scheduler":
                 out += _rows(PluginSpec, "scheduler.*(plugin).")
+        elif (section := _optional_section(field)) is not None:
+            out += _rows(section, f"{prefix}{name}.")
     return out
 
 

@@ -84,11 +84,11 @@ def test_parse_vllm_metrics(name: str, text: str, want: PodMetrics) -> None:
 def test_endpoint_state_in_flight_and_rows() -> None:
     now = [10.0]
     pool = PoolConfig(name="p", pods=["a", "b"], pod_type="decode", pod_class="a100", pod_classes={"b": "h100"})
-    state = EndpointState([pool], stale_after_s=2.0, clock=lambda: now[0])
+    state = EndpointState(pool.pods, stale_after_s=2.0, clock=lambda: now[0])
     state.publish({"a": PodMetrics(3, 4, 0.5, 0, 9.5)})
     state.dispatch("r1", "a", 800)
     state.dispatch("r2", "a", 200)
-    rows = state.feature_rows(pool, 1000, [0.2, 0.0])
+    rows = state.feature_rows(pool, pool.pods, 1000, [0.2, 0.0])
     assert rows[0] == {"kv_cache_percentage": 0.5, "input_token_length": 1000, "num_request_waiting": 3,
                        "num_request_running": 2, "num_tokens_generated": 1, "prefix_cache_score": 0.2,
                        "pod_type": "decode", "prefill_tokens_in_flight": 1000, "decode_tokens_in_flight": 0,
