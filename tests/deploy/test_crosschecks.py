@@ -26,7 +26,7 @@ from deploy_manifests import (
 from pydantic import AliasChoices
 from pydantic_settings import BaseSettings
 
-from router_client.config import RouterConfig
+from router_client.config import RouterConfig, split_dns_target
 from shared.predictor_settings import PredictorSettings
 from shared.trainer_settings import TrainerSettings
 
@@ -217,6 +217,50 @@ def _resolve(r: Rendered, url: str, caller: Container) -> Container:
     raise AssertionError(f"{url}: Service {parts.hostname} targets no declared container port")
 
 
+DNS_TTL_S = 5.0
+"""CoreDNS's default answer TTL for Services (its kubernetes plugin's ``ttl``)."""
+
+
+def _pre_stop_sleep_s(engine: Container) -> float:
+    """Seconds an engine keeps serving after it is told to stop (its ``preStop: exec: [sleep, N]``; 0 without)."""
+    command = engine.spec.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+    return float(command[1]) if len(command) == 2 and command[0] == "sleep" else 0.0
+
+
+def _discovered(r: Rendered, dns: str) -> Container:
+    """The engine container a router's ``discovery.dns`` (NAME:PORT) reaches: NAME must be a headless Service of
+    the overlay's namespace (``svc``, ``svc.<namespace>``, ``svc.<namespace>.svc[.cluster.local]``) whose every
+    address is a pod, and PORT one of its ports — which, a headless Service having no virtual port, must be the
+    container port itself."""
+    host, port = split_dns_target(dns)
+    service, *domain = host.rstrip(".").split(".")
+    assert domain in ([], [NAMESPACE], [NAMESPACE, "svc"], [NAMESPACE, "svc", "cluster", "local"]), (
+        f"{dns}: not a Service name in namespace {NAMESPACE}")
+    svc = r.get("Service", service)
+    assert svc["spec"].get("clusterIP") == "None", f"{dns}: Service {service} is not headless (clusterIP: None)"
+    assert not svc["spec"].get("publishNotReadyAddresses"), f"{dns}: Service {service} publishes unready pods"
+    spec_ports = [p for p in svc["spec"]["ports"] if p["port"] == port]
+    assert spec_ports, f"{dns}: Service {service} has no port {port}"
+    (pod,) = r.pods_selected_by(svc["spec"]["selector"])
+    for spec in pod["spec"]["template"]["spec"]["containers"]:
+        target = Container(pod, spec)
+        declared = [p for p in spec["ports"] if spec_ports[0]["targetPort"] in (p["containerPort"], p["name"])]
+        if declared:
+            assert declared[0]["containerPort"] == port, f"{dns}: pods listen on {declared[0]['containerPort']}"
+            return target
+    raise AssertionError(f"{dns}: Service {service} targets no declared container port")
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_engine_services_are_headless(rendered: dict[str, Rendered], overlay: str) -> None:
+    r = rendered[overlay]
+    for svc in r.of_kind("Service"):
+        (workload,) = r.pods_selected_by(svc["spec"]["selector"])
+        roles = {Container(workload, c).role for c in workload["spec"]["template"]["spec"]["containers"]}
+        if roles & {"vllm", "sim"}:
+            assert svc["spec"].get("clusterIP") == "None", f"{overlay}: {svc['metadata']['name']} must be headless"
+
+
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_predictors_pull_from_their_own_pools_trainer(rendered: dict[str, Rendered], overlay: str) -> None:
     r = rendered[overlay]
@@ -254,15 +298,19 @@ def test_router_config_points_each_pool_at_its_own_services(rendered: dict[str, 
             for url in pool["predictor_urls"]:
                 predictor = _resolve(r, url, router)
                 assert (predictor.role, predictor.pool) == ("predictor", name), f"{overlay}: {url} -> {predictor.name}"
-            assert pool["pods"], name
-            for url in pool["pods"]:
-                engine = _resolve(r, url, router)
-                assert engine.role in ("vllm", "sim") and engine.pool == name, f"{overlay}: {url} -> {engine.name}"
-                max_len = engine.flag("--max-model-len")
-                assert max_len is not None and int(max_len) == pool["max_context"], (
-                    f"{overlay}: pool {name} max_context {pool['max_context']} != {engine.name} --max-model-len")
-                if engine.role == "sim":
-                    assert engine.flag("--pool") == name
+            assert "pods" not in pool and "discovery" in pool, f"{overlay}: pool {name} must discover its pods"
+            engine = _discovered(r, pool["discovery"]["dns"])
+            assert engine.role in ("vllm", "sim") and engine.pool == name, f"{overlay}: {name} -> {engine.name}"
+            max_len = engine.flag("--max-model-len")
+            assert max_len is not None and int(max_len) == pool["max_context"], (
+                f"{overlay}: pool {name} max_context {pool['max_context']} != {engine.name} --max-model-len")
+            if engine.role == "sim":
+                assert engine.flag("--pool") == name
+            assert 0 < pool["discovery"]["refresh_s"] <= 10, f"{overlay}: {name} follows scaling too slowly"
+            drain = _pre_stop_sleep_s(engine)
+            assert drain >= pool["discovery"]["refresh_s"] + DNS_TTL_S + 2, (
+                f"{overlay}: {engine.name} stops before the routers can have dropped it (preStop sleep {drain:g} s)")
+            assert drain < engine.pod_spec["terminationGracePeriodSeconds"], engine.name
 
 
 def test_pools_are_configured_short_and_long(rendered: dict[str, Rendered]) -> None:
