@@ -74,7 +74,8 @@ def _pod_rows(i: int, pool: dict[str, Any]) -> list[list[str]]:
     out = []
     for j, p in enumerate(pool["pods"]):
         k = f"status.pools.{i}.pods.{j}"
-        cells = [esc(_short(p["url"])), esc(p.get("pod_class", "")), num(p["share"], f"{k}.share", 3),
+        cells = [esc(_short(p["url"])), esc(p.get("pod_class", "")), esc(p.get("state") or ""),
+                 num(p["share"], f"{k}.share", 3),
                  num(p["routed"], f"{k}.routed"), num(p["in_flight"], f"{k}.in_flight"),
                  num(p["waiting"], f"{k}.waiting"), num(p["kv_cache"], f"{k}.kv_cache", 3)]
         for t in TARGETS:
@@ -91,9 +92,20 @@ def _pod_rows(i: int, pool: dict[str, Any]) -> list[list[str]]:
 
 def _pod_table(i: int, pool: dict[str, Any]) -> str:
     per = ["pred. mean ms", "meas. mean ms", "coverage", "raw model cov.", "correction", "drift"]
-    headers = ["pod", "class", "share", "routed", "in flight", "waiting", "KV"] + [f"{t.upper()} {h}" for t in TARGETS
-                                                                                for h in per]
-    return table(headers, _pod_rows(i, pool), left=2)
+    headers = ["pod", "class", "state", "share", "routed", "in flight", "waiting", "KV"] + [
+        f"{t.upper()} {h}" for t in TARGETS for h in per]
+    return table(headers, _pod_rows(i, pool), left=3)
+
+
+def _discovery(i: int, pool: dict[str, Any]) -> str:
+    """One line on where a discovered pool's pods come from ('' for a static pool)."""
+    d, k = pool.get("discovery"), f"status.pools.{i}.discovery"
+    if not d:
+        return ""
+    error = f": {esc(d['last_error'])}" if d.get("last_error") else ""
+    return (f"<p>pods discovered from <code>{esc(d['dns'])}</code> every {num(d['refresh_s'], f'{k}.refresh_s')} s "
+            f"(last resolution {esc(d['last_outcome'])}{error}, "
+            f"{num(d.get('last_refresh_age_s'), f'{k}.last_refresh_age_s', 1)} s ago)</p>")
 
 
 def _pool_cards(i: int, pool: dict[str, Any], totals: dict[str, Any]) -> str:
@@ -117,7 +129,7 @@ def _pool_cards(i: int, pool: dict[str, Any], totals: dict[str, Any]) -> str:
 def _pool_section(i: int, pool: dict[str, Any], d: dict[str, Any]) -> list[str]:
     samples, now, q = _pool_samples(d, pool["name"]), d["now"], d["status"]["prediction_quantile"]
     recent = d["recent"].get(pool["name"], {"n": 0, **{t: {"predicted": [], "measured": []} for t in TARGETS}})
-    return [f"<h2>pool {esc(pool['name'])}</h2>", _pool_cards(i, pool, d["totals"]),
+    return [f"<h2>pool {esc(pool['name'])}</h2>", _discovery(i, pool), _pool_cards(i, pool, d["totals"]),
             row(_share_chart(pool, samples, now), _reasons(pool)),
             row(*(_means_chart(pool, samples, now, t) for t in TARGETS)),
             row(*(_scatter(pool["name"], recent, t, q) for t in TARGETS)),

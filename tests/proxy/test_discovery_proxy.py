@@ -131,6 +131,8 @@ def test_proxy_follows_the_record_set_without_failing_a_request(
             until(lambda: routed_since(u3, joined_at) >= 5, "the pod that came back serves again")
             _, pods = pod_status(proxy.url)
             assert pods[u4]["state"] == "joining" and pods[u3]["state"] == "serving"
+            page = httpx.get(proxy.url + "/ui", params={"refresh": 0}, timeout=30).text
+            assert f"pods discovered from <code>{name}:{port}</code>" in page and '<td class="l">joining</td>' in page
 
             failed_at = time.time()
             hosts.set({})
