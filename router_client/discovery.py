@@ -74,11 +74,11 @@ class _PoolDiscovery:
             async with asyncio.timeout(min(self.refresh_s, MAX_RESOLVE_S)):
                 addresses = await asyncio.shield(self._pending)
         except (OSError, TimeoutError, UnicodeError) as exc:
-            if self._pending.done():
-                self._pending = None
             self._failed(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             return
-        self._pending = None
+        finally:
+            if self._pending is not None and self._pending.done():
+                self._pending = None  # a resolution still running is awaited again at the next refresh
         if not addresses:
             self._failed("no addresses")
             return
@@ -138,9 +138,6 @@ class Discovery:
         self.resolver = resolver
         self.clock = clock
         self._pools = {p.name: _PoolDiscovery(p, self) for p in pools if p.discovery is not None}
-
-    def __bool__(self) -> bool:
-        return bool(self._pools)
 
     async def refresh_all(self) -> None:
         """Resolve every discovered pool once (the router does this before its first decision)."""
