@@ -47,17 +47,21 @@ def p99(values: Sequence[float]) -> float:
     return float(np.percentile(values, 99)) if len(values) else float("nan")
 
 
+def ttfts(records: Sequence[RequestRecord]) -> list[float]:
+    return [r.ttft_ms for r in records if r.ttft_ms is not None]
+
+
 def drift_metrics(records: Sequence[RequestRecord], start: float, switch: float) -> dict[str, Any]:
     done = [r for r in records if r.ttft_ms is not None]
     after = [r for r in done if r.arrival_s >= switch]
-    first_minute = [r.ttft_ms for r in after if r.arrival_s < switch + 60.0]
+    first_minute = ttfts([r for r in after if r.arrival_s < switch + 60.0])
     slow_late = [r for r in after if r.pod_id == SLOW_POD and r.arrival_s >= switch + 60.0]
-    covered = [r.ttft_ms <= r.predicted_ttft_ms for r in slow_late if r.predicted_ttft_ms is not None]
-    before = [r.ttft_ms for r in done if r.arrival_s < switch]
+    covered = [r.ttft_ms <= r.predicted_ttft_ms for r in slow_late
+               if r.ttft_ms is not None and r.predicted_ttft_ms is not None]
+    before = ttfts([r for r in done if r.arrival_s < switch])
     share = [sum(r.pod_id == SLOW_POD for r in part) / max(len(part), 1)
              for part in ([r for r in done if r.arrival_s < switch], after)]
-    return {"p99_before": p99(before), "p99_after": p99([r.ttft_ms for r in after]),  # type: ignore[misc]
-            "p99_first_minute": p99(first_minute),  # type: ignore[arg-type]
+    return {"p99_before": p99(before), "p99_after": p99(ttfts(after)), "p99_first_minute": p99(first_minute),
             "slow_pod_coverage_from_60s": float(np.mean(covered)) if covered else None,
             "slow_pod_share_before": share[0], "slow_pod_share_after": share[1]}
 
@@ -67,9 +71,9 @@ def overall(records: Sequence[RequestRecord]) -> dict[str, Any]:
     per_class: dict[str, list[RequestRecord]] = {}
     for r in done:
         per_class.setdefault(r.pod_class or "", []).append(r)
-    return {"p99": p99([r.ttft_ms for r in done]),  # type: ignore[misc]
+    return {"p99": p99(ttfts(done)),
             "share_by_class": {k: round(len(v) / len(done), 4) for k, v in per_class.items()},
-            "p99_by_class": {k: p99([r.ttft_ms for r in v]) for k, v in per_class.items()}}  # type: ignore[misc]
+            "p99_by_class": {k: p99(ttfts(v)) for k, v in per_class.items()}}
 
 
 def run_all(name: str, cfg: ClusterConfig, items: list[ReplayItem], seed: int, slo: float,

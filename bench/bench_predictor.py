@@ -71,6 +71,19 @@ def train_files(seed: int = 0) -> ModelFiles:
     return models
 
 
+def trainer_bundle(work: Path, per_model: int = 50_000) -> Path:
+    """A bundle exactly as the trainer publishes it today (default settings: location + multi-quantile booster,
+    p50/p90/p99, per-quantile calibration), fitted on ``per_model`` synthetic rows per model; returns its root."""
+    from bench.bench_trainer import feed, service
+    svc = service(work / "trainer")
+    try:
+        feed(svc, per_model, 7)
+        assert svc.loop.run_cycle() is not None, "the trainer published nothing"
+        return svc.publisher.root
+    finally:
+        svc.stop()
+
+
 def publish(root: Path, version: int, models: ModelFiles) -> None:
     spec = FeatureSpec()
     meta = {"feature_flags": spec.as_dict(), "model_type": "xgboost", "objective_type": "quantile", "quantile": 0.9}
@@ -123,24 +136,35 @@ def wrk(url: str, body: bytes, conns: int, duration: float, workdir: Path) -> di
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     pct = {int(m[0]): float(m[1]) * UNIT[m[2]] for m in re.findall(r"^\s+(\d+)%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)}
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"p50": pct[50], "p99": pct[99], "rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1]),
-            "errors": float(bad[1]) if bad else 0.0}
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    assert rps is not None, out
+    return {"p50": pct[50], "p99": pct[99], "rps": float(rps[1]), "errors": float(bad[1]) if bad else 0.0}
 
 
 def rss_mb(pid: int) -> tuple[float, float]:
     status = Path(f"/proc/{pid}/status").read_text()
-    get = lambda key: int(re.search(rf"{key}:\s+(\d+) kB", status)[1]) / 1024  # noqa: E731
+
+    def get(key: str) -> float:
+        found = re.search(rf"{key}:\s+(\d+) kB", status)
+        assert found is not None, key
+        return int(found[1]) / 1024
     return get("VmRSS"), get("VmHWM")
 
 
 SCENARIOS = (("strict100_c1", "/predict/bulk/strict", 1), ("strict100_c4", "/predict/bulk/strict", 4),
-             ("single_c1", "/predict", 1), ("single_c8", "/predict", 8))
+             ("single_c1", "/predict", 1), ("single_c8", "/predict", 8),
+             ("strict100q_c1", "/predict/bulk/strict?quantiles=0.5,0.9,0.99", 1))
+
+
+MULTI_QUANTILE = {"ours (trainer-published bundle, p50/p90/p99, hybrid)"}
 
 
 def load_rounds(urls: dict[str, str], duration: float, rounds: int, workdir: Path) -> dict[str, dict[str, Any]]:
     """Every scenario, ``rounds`` times, variants interleaved (A B C … A B C …): background load from
     other processes on the machine hits every variant alike. Returns the median of each figure."""
-    bodies = {"/predict/bulk/strict": orjson.dumps({"requests": rows(100, 1)}), "/predict": orjson.dumps(rows(1, 2)[0])}
+    strict = orjson.dumps({"requests": rows(100, 1)})
+    bodies = {"/predict/bulk/strict": strict, "/predict": orjson.dumps(rows(1, 2)[0]),
+              "/predict/bulk/strict?quantiles=0.5,0.9,0.99": strict}
     for url in urls.values():
         for _ in range(200):  # warm up
             assert httpx.post(f"{url}/predict/bulk/strict", content=bodies["/predict/bulk/strict"],
@@ -149,9 +173,11 @@ def load_rounds(urls: dict[str, str], duration: float, rounds: int, workdir: Pat
     for name, path, conns in SCENARIOS:
         for _ in range(rounds):
             for variant, url in urls.items():
+                if "quantiles=" in path and variant not in MULTI_QUANTILE:
+                    continue
                 runs[variant][name].append(wrk(f"{url}{path}", bodies[path], conns, duration, workdir))
     return {v: {name: {k: (sum if k == "errors" else statistics.median)(r[k] for r in results) for k in results[0]}
-                for name, results in per.items()} for v, per in runs.items()}
+                for name, results in per.items() if results} for v, per in runs.items()}
 
 
 def wait_version(url: str, version: int, timeout: float = 30.0) -> float:
@@ -164,7 +190,7 @@ def wait_version(url: str, version: int, timeout: float = 30.0) -> float:
     return time.monotonic() - start
 
 
-def freshness(root: Path, files: dict[str, bytes], trials: int) -> dict[str, list[float]]:
+def freshness(root: Path, files: ModelFiles, trials: int) -> dict[str, list[float]]:
     """Seconds from publish to served: /reload (poll-to-serve), long-poll over HTTP, bundle-dir watch."""
     sys.path.insert(0, str(REPO))
     from tests.predictor.trainer_stub import TrainerStub
@@ -226,6 +252,7 @@ def main() -> None:
     root = work / "bundles"
     files = train_files()
     publish(root, 1, files)
+    trained = trainer_bundle(work)
     print(f"# bench_predictor — {TREES} trees depth {DEPTH}, machine: {os.cpu_count()} cores, "
           f"load average at start {os.getloadavg()[0]:.2f} (other processes share the machine)\n")
     print("## in-process hot path (µs per call)\n")
@@ -235,12 +262,14 @@ def main() -> None:
         "ours (numpy forest only, inline)": lambda p: ours(root, p, PREDICT_EVALUATOR="native"),
         "ours (xgboost only, inline)": lambda p: ours(root, p, PREDICT_EVALUATOR="xgboost"),
         "ours (hybrid, threadpool)": lambda p: ours(root, p, PREDICT_INLINE_MAX_BYTES="0"),
+        "ours (trainer-published bundle, p50/p90/p99, hybrid)": lambda p: ours(trained, p),
         "baseline (pydantic + DMatrix)": lambda p: baseline(root, p),
     }
     print(f"## loopback HTTP, wrk -t1, {args.rounds} interleaved rounds × {args.duration:g} s, medians\n")
     print("| variant | strict-100 p50 ms | p99 ms | req/s c1 | rows/s c4 | p50 c4 ms | single p50 ms c1 "
-          "| single p50 ms c8 | single req/s c8 | non-2xx | RSS MB | peak MB after a 10k-row call |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| single p50 ms c8 | single req/s c8 | strict-100 ?quantiles=0.5,0.9,0.99 p50 ms | non-2xx | RSS MB "
+          "| peak MB after a 10k-row call |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     with contextlib.ExitStack() as stack:
         ports = {label: free_port() for label in variants}
         procs = {label: stack.enter_context(start(ports[label])) for label, start in variants.items()}
@@ -255,8 +284,9 @@ def main() -> None:
             r = results[label]
             s1, s4, q1, q8 = r["strict100_c1"], r["strict100_c4"], r["single_c1"], r["single_c8"]
             errors = sum(x["errors"] for x in r.values())
+            multi = f"{r['strict100q_c1']['p50']:.3f}" if "strict100q_c1" in r else "–"
             print(f"| {label} | {s1['p50']:.3f} | {s1['p99']:.3f} | {s1['rps']:.0f} | {s4['rps'] * 100:,.0f} | "
-                  f"{s4['p50']:.3f} | {q1['p50']:.3f} | {q8['p50']:.3f} | {q8['rps']:,.0f} | {errors:.0f} | "
+                  f"{s4['p50']:.3f} | {q1['p50']:.3f} | {q8['p50']:.3f} | {q8['rps']:,.0f} | {multi} | {errors:.0f} | "
                   f"{rss:.0f} | {peak:.0f} |", flush=True)
     fresh = freshness(root, files, args.trials)
     print("\n## new bundle → served (s)\n")

@@ -46,6 +46,7 @@ D6, D3M = Candidate("d6", 6, False), Candidate("d3-mono", 3, True)
 MODELS: dict[str, Callable[[], Model]] = {
     "trainer": Trainer,
     "trainer-mono": lambda: Trainer("trainer-mono", fit_candidates="depth3-monotone"),
+    "trainer-scale": lambda: Trainer("trainer-scale", {"scale_weighting": True}),
     "v1": V1,
     "proposed": Proposed,
     "p-selpin": lambda: Proposed(DesignParams(select_by="pinball"), "p-selpin"),

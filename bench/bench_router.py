@@ -15,10 +15,10 @@ import argparse
 import asyncio
 import statistics
 import time
-from typing import Any
 
 from router_client.config import RouterConfig
-from router_client.router import RequestInfo, Router
+from router_client.predictor_client import Prediction
+from router_client.router import Features, RequestInfo, Router
 
 SYSTEM = "You are a helpful assistant for a retail bank. Answer briefly and cite the policy. " * 12
 
@@ -26,10 +26,10 @@ SYSTEM = "You are a helpful assistant for a retail bank. Answer briefly and cite
 class InstantPredictions(Router):
     """The predictor call replaced by an in-process answer, so only the library is timed."""
 
-    async def _predict(self, pool: str, rows: list[dict[str, Any]],
-                       started: float) -> tuple[list[tuple[float, float]] | None, str | None]:
-        return [(50.0 + 20.0 * float(r["num_request_running"]) + float(r["num_request_waiting"]),
-                 10.0 + float(r["num_request_running"])) for r in rows], None
+    async def _predict(self, pool: str, rows: list[Features],
+                       started: float) -> tuple[list[Prediction] | None, str | None]:
+        return [Prediction(50.0 + 20.0 * float(r["num_request_running"]) + float(r["num_request_waiting"]),
+                           10.0 + float(r["num_request_running"])) for r in rows], None
 
 
 def _config(pods: int, predictors: bool, correction: bool = True) -> RouterConfig:

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,12 @@ import orjson
 from bench import synthetic
 from shared.features import MODEL_NAMES, TARGET_OF
 from shared.trainer_settings import TrainerSettings
-from trainer.calibrate import calibrate
 from trainer.evaluate import score
-from trainer.fit import FitParams, design, fit_booster
 from trainer.service import TrainerService
 from trainer.store import LogLimits, SampleLog
 from trainer.store.record import columns_to_matrix
 
 REPO = Path(__file__).resolve().parents[1]
-BASELINE = FitParams(rounds=1000, learning_rate=0.03, max_bin=256, max_depth=4, nthread=2)
 
 
 def wire_matrix(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -91,27 +87,9 @@ def bench_accuracy(tmp: Path, rows: int, seeds: int) -> list[str]:
     return lines + ["", "Targets: coverage 0.90 ± 0.02, MAPE ≤ 5 %."]
 
 
-def _baseline_scores(svc: TrainerService, seed: int) -> dict[str, dict[str, float]]:
-    """The slow full-size fit on the same window, calibrated the same way, on the same fresh rows."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for kind in MODEL_NAMES:
-        train, hold = svc.window.snapshot(kind)
-        started = time.perf_counter()
-        booster = fit_booster(svc.spec, kind, train, replace(BASELINE, alpha=svc.params.alpha))
-        seconds = time.perf_counter() - started
-        xh, yh = design(svc.spec, kind, hold, svc.params)
-        cal = calibrate(np.asarray(booster.inplace_predict(xh)), yh, svc.params.alpha, "quantile")
-        cols, y = synthetic.draw(kind, 50_000, rng)
-        cols = dict(cols, pod_type=np.zeros(50_000))
-        pred = cal.apply(np.asarray(booster.inplace_predict(svc.spec.matrix(kind, cols)), dtype=np.float64))
-        truth = synthetic.true_quantile(kind, cols)
-        out[kind] = {"seconds": seconds, "coverage": float(np.mean(y <= pred)),
-                     "mape": float(np.mean(np.abs(pred / truth - 1))), "pinball": score(pred, y, 0.9).pinball}
-    return out
-
-
-def bench_retrain(tmp: Path, per_model: int, label: str, baseline: bool = True) -> list[str]:
+def bench_retrain(tmp: Path, per_model: int, label: str) -> list[str]:
+    """One ``RetrainLoop.run_cycle()`` on a full window: both models (every candidate's location, the
+    multi-quantile booster, calibration), champion/challenger scoring, bundle write + reload."""
     svc = service(tmp / f"retrain{per_model}")
     feed(svc, per_model, 7)
     load = os.getloadavg()[0]
@@ -120,33 +98,28 @@ def bench_retrain(tmp: Path, per_model: int, label: str, baseline: bool = True) 
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     live = svc.live.get()
     assert live is not None
-    fits = {k: live.bundle.model_entry(k).get("fit_seconds") for k in MODEL_NAMES}
-    fit_cpu = {k: live.bundle.model_entry(k).get("fit_cpu_seconds") for k in MODEL_NAMES}
+    entries = {k: live.bundle.model_entry(k) for k in MODEL_NAMES}
     ours = accuracy_on_fresh(svc, 50_000, 77)
-    base = _baseline_scores(svc, 77) if baseline else {}
     counts = svc.window.counts()
+    records = {k: svc.history.retrains.records(k)[-1] for k in MODEL_NAMES}
     svc.stop()
-    lines = [f"### Retrain wall time, {label}", "",
+    fit_cpu = {k: float(entries[k].get("fit_cpu_seconds") or 0.0) for k in MODEL_NAMES}
+    rest = max(0.0, cpu - sum(fit_cpu.values()))
+    lines = [f"### Retrain cycle, {label}", "",
              f"Window: TTFT {counts['ttft']['train']:,} train + {counts['ttft']['test']:,} holdout rows, TPOT "
              f"{counts['tpot']['train']:,} + {counts['tpot']['test']:,}. Published v{version}.", "",
-             f"- **full cycle (TTFT + TPOT fit, calibrate, score vs live, publish): {wall:.2f} s** "
-             f"(fit TTFT {fits['ttft']:.2f} s, TPOT {fits['tpot']:.2f} s, fitted concurrently; 1-min load "
-             f"average at start {load:.1f} on {os.cpu_count()} cores)",
-             f"- CPU: whole cycle {cpu:.2f} CPU-s; fit TTFT {fit_cpu['ttft']:.2f} CPU-s, TPOT {fit_cpu['tpot']:.2f} "
-             f"CPU-s (1 XGBoost thread each) ⇒ on two idle cores the cycle takes ≈ max of the two fits + "
-             f"{max(0.0, cpu - fit_cpu['ttft'] - fit_cpu['tpot']):.2f} s of scoring/publishing = "
-             f"**{max(fit_cpu.values()) + max(0.0, cpu - fit_cpu['ttft'] - fit_cpu['tpot']):.2f} s**",
-             "", "| model | fit | coverage | MAPE vs true p90 | pinball (fresh rows) |", "|---|---|---|---|---|"]
+             f"- **full cycle wall: {wall:.2f} s** (1-min load average at start {load:.1f} on {os.cpu_count()} "
+             f"cores); process CPU {cpu:.2f} CPU-s",
+             f"- fit CPU TTFT {fit_cpu['ttft']:.2f} CPU-s, TPOT {fit_cpu['tpot']:.2f} CPU-s (one thread each, "
+             f"concurrent) ⇒ on two idle cores ≈ the slower fit + {rest:.2f} s of scoring/publishing = "
+             f"**{max(fit_cpu.values()) + rest:.2f} s**", "",
+             "| model | chosen | rounds (location + quantile) | fit s | coverage | MAPE vs true p90 | pinball |",
+             "|---|---|---|---|---|---|---|"]
     for kind in MODEL_NAMES:
-        p = svc.params
-        lines.append(f"| {kind} ours ({p.rounds} rounds, {p.max_bin} bins, depth {p.max_depth}) | {fits[kind]:.2f} s | "
-                     f"{ours[kind]['coverage']:.3f} | {100 * ours[kind]['mape']:.2f} % | {ours[kind]['pinball']:.3f} |")
-        if kind not in base:
-            continue
-        b = BASELINE
-        lines.append(f"| {kind} baseline ({b.rounds} rounds, {b.max_bin} bins, depth {b.max_depth}, 2 threads) | "
-                     f"{base[kind]['seconds']:.2f} s | "
-                     f"{base[kind]['coverage']:.3f} | {100 * base[kind]['mape']:.2f} % | {base[kind]['pinball']:.3f} |")
+        e, r = entries[kind], records[kind]
+        lines.append(f"| {kind} | {e.get('candidate')} | {e.get('location_rounds')} + {e.get('quantile_rounds')} | "
+                     f"{r.fit_s:.2f} | {ours[kind]['coverage']:.3f} | {100 * ours[kind]['mape']:.2f} % | "
+                     f"{ours[kind]['pinball']:.3f} |")
     return lines
 
 
@@ -272,28 +245,100 @@ def bench_rss(tmp: Path, per_model: int) -> list[str]:
             f"peak VmHWM {peak:.0f} MB**"]
 
 
+async def _paced(url: str, bodies: list[bytes], rows_per_s: float, seconds: float) -> tuple[int, int, float]:
+    """Open-loop ingest: one 1,000-row bulk every 1000 / rows_per_s seconds, on up to 16 connections."""
+    period, sent, late = 1000 / rows_per_s, 0, 0
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=httpx.Limits(max_connections=16)) as c:
+        gate = asyncio.Semaphore(16)
+
+        async def post(body: bytes) -> None:
+            nonlocal sent
+            async with gate:
+                r = await c.post("/add_training_data_bulk", content=body, headers={"content-type": "application/json"})
+                assert r.status_code == 202, r.text
+                sent += 1000
+
+        started = time.perf_counter()
+        tasks, k = [], 0
+        while (due := started + k * period) < started + seconds:
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            elif delay < -period:
+                late += 1
+            tasks.append(asyncio.create_task(post(bodies[k % len(bodies)])))
+            k += 1
+        await asyncio.gather(*tasks)
+        return sent, late, time.perf_counter() - started
+
+
+def _gaps(times: list[float]) -> str:
+    gaps = np.diff(sorted(times))
+    if not len(gaps):
+        return "n/a"
+    return f"median {np.median(gaps):.1f} s, max {gaps.max():.1f} s ({len(gaps)} gaps)"
+
+
+def bench_cadence(tmp: Path, rows_per_s: float, seconds: float) -> list[str]:
+    """Retrain cadence while ``rows_per_s`` samples/s arrive for ``seconds`` (default settings: 10 s interval,
+    the 100k-row window cap per model)."""
+    rng = np.random.default_rng(13)
+    bodies = [orjson.dumps({"entries": synthetic.mixed_rows(1000, rng)}) for _ in range(100)]
+    port = free_port()
+    proc = start_server(tmp / "cadence", port, {})
+    url = f"http://127.0.0.1:{port}"
+    load = os.getloadavg()[0]
+    try:
+        wall_started = time.time()
+        sent, late, wall = asyncio.run(_paced(url, bodies, rows_per_s, seconds))
+        ui = httpx.get(f"{url}/ui/data", timeout=30).json()
+        _, peak = _rss_mb(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    records = {name: [r for r in ui["models"][name]["retrains"] if r["at"] >= wall_started] for name in MODEL_NAMES}
+    cycles = sorted({round(r["at"], 1) for rs in records.values() for r in rs})
+    published = sorted({r["version"]: r["at"] for rs in records.values() for r in rs
+                        if r["decision"] == "published"}.values())
+    lines = [f"### Retrain cadence under sustained ingest ({rows_per_s:,.0f} samples/s for {seconds:.0f} s, "
+             f"default settings)", "",
+             f"- ingest: {sent:,} rows in {wall:.1f} s = **{sent / wall:,.0f} rows/s** ({late} bulks sent late); "
+             f"load average at start {load:.1f} on {os.cpu_count()} cores",
+             f"- cycles that fitted: {len(cycles)}; between them: {_gaps(cycles)}",
+             f"- bundles published: {len(published)}; between publishes: **{_gaps(published)}**",
+             f"- trainer peak RSS (VmHWM): **{peak:.0f} MB**", "",
+             "| model | cycle | rows | holdout | fit s | decision | candidate |", "|---|---|---|---|---|---|---|"]
+    for name in MODEL_NAMES:
+        for i, r in enumerate(records[name]):
+            lines.append(f"| {name} | {i + 1} | {r['rows']:,} | {r['holdout_rows']:,} | {r['fit_s']:.2f} | "
+                         f"{r['decision']} | {r['candidate']} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="shorter runs (smoke)")
     parser.add_argument("--out", default=str(REPO / "bench" / "out" / "trainer.md"))
-    parser.add_argument("--only", choices=("ingest", "replay", "retrain", "accuracy", "rss"), action="append",
-                        help="run only these parts (repeatable; default all)")
+    parser.add_argument("--only", choices=("ingest", "replay", "retrain", "accuracy", "rss", "cadence"),
+                        action="append", help="run only these parts (repeatable; default all)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-trainer-"))
     try:
         report = [f"## Trainer benchmarks (machine: {os.cpu_count()} cores, python {sys.version.split()[0]})", ""]
-        parts = set(args.only or ("ingest", "replay", "retrain", "accuracy", "rss"))
+        parts = set(args.only or ("ingest", "replay", "retrain", "accuracy", "rss", "cadence"))
         if "ingest" in parts:
             report += bench_ingest(tmp, 3 if args.quick else 8) + [""]
         if "replay" in parts:
             report += bench_replay(tmp, 2_000_000) + [""]
         if "retrain" in parts:
             report += bench_retrain(tmp, 50_000, "100k-row window (50k TTFT rows + 50k TPOT rows, the EPP's row mix)")
-            report += [""] + bench_retrain(tmp, 100_000, "stress: 100k rows per model (200k rows)", False) + [""]
+            report += [""] + bench_retrain(tmp, 100_000, "at the window cap: 100k rows per model") + [""]
         if "accuracy" in parts:
             report += bench_accuracy(tmp, 20_000, 2 if args.quick else 3) + [""]
         if "rss" in parts:
-            report += bench_rss(tmp, 50_000)
+            report += bench_rss(tmp, 100_000) + [""]
+        if "cadence" in parts:
+            report += bench_cadence(tmp, 10_000, 20 if args.quick else 60)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     text = "\n".join(report) + "\n"

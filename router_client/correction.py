@@ -139,34 +139,43 @@ class PodCorrection:
             return res.log_factor
         return res.log_factor * math.exp2((res.updated_at - now) * self._inv_half_life)
 
-    def _log(self, pod: str, target: str, now: float) -> float:
-        """The log factor applied to ``pod``: 0 without evidence that the model is off for it, else its own
-        log factor (minus its pool's median one, when relative)."""
-        res = self._fitted(pod, target)
-        if res is None:
-            return 0.0
-        peers = [] if self._peers is None else self._peers(pod)
-        others = [r for r in (self._fitted(p, target) for p in peers if p != pod) if r is not None]
-        if not others and len(peers) > 1:
-            return 0.0  # nothing to compare with yet
-        if not others:
+    def _group(self, peers: Sequence[str], target: str, now: float) -> dict[str, float]:
+        """The log factor applied to each pod of ``peers`` (one pool, or one pod alone when not relative): 0
+        without evidence that the model is off for it, else its own log factor (minus the pool's median one,
+        when relative). One pass over the pool: the pooled coverage of "the others" is the pool's total minus
+        the pod's own share, so a decision over n pods costs O(n), not O(n²)."""
+        fitted = {p: r for p in peers if (r := self._fitted(p, target)) is not None}
+        out = dict.fromkeys(peers, 0.0)
+        if not fitted:
+            return out
+        own = {p: self._own_log(r, now) for p, r in fitted.items()}
+        if len(peers) == 1:
+            pod, res = next(iter(fitted.items()))
             q, z = self.quantile, self.config.evidence_z
-            if abs(res.covered - q) <= z * math.sqrt(q * (1.0 - q) / res.n_eff):
-                return 0.0
-            return self._own_log(res, now)
-        rest_n = sum(r.n_eff for r in others)
-        rest_covered = sum(r.covered * r.n_eff for r in others) / rest_n
-        p = min(max((res.covered * res.n_eff + rest_covered * rest_n) / (res.n_eff + rest_n), 0.01), 0.99)
-        if abs(res.covered - rest_covered) <= self.config.evidence_z * math.sqrt(p * (1 - p) * (1 / res.n_eff
-                                                                                              + 1 / rest_n)):
-            return 0.0
-        logs = [self._own_log(r, now) for r in (*others, res)]
-        pool_log = float(np.median(logs + [0.0] * (len(peers) - len(logs))))
-        return self._own_log(res, now) - pool_log
+            if abs(res.covered - q) > z * math.sqrt(q * (1.0 - q) / res.n_eff):
+                out[pod] = own[pod]
+            return out
+        if len(fitted) < 2:
+            return out  # nothing to compare with yet
+        total_n = sum(r.n_eff for r in fitted.values())
+        total_covered = sum(r.covered * r.n_eff for r in fitted.values())
+        pool_log = float(np.median(list(own.values()) + [0.0] * (len(peers) - len(fitted))))
+        z = self.config.evidence_z
+        for pod, res in fitted.items():
+            rest_n = total_n - res.n_eff
+            rest_covered = (total_covered - res.covered * res.n_eff) / rest_n
+            p = min(max((res.covered * res.n_eff + rest_covered * rest_n) / total_n, 0.01), 0.99)
+            if abs(res.covered - rest_covered) > z * math.sqrt(p * (1 - p) * (1 / res.n_eff + 1 / rest_n)):
+                out[pod] = own[pod] - pool_log
+        return out
+
+    def _peers_of(self, pod: str) -> Sequence[str]:
+        peers = () if self._peers is None else self._peers(pod)
+        return peers if pod in peers and len(peers) > 1 else (pod,)
 
     def factor(self, pod: str, target: str, now: float) -> float:
         """The factor applied to ``pod``'s ``target`` predictions now."""
-        return math.exp(self._log(pod, target, now))
+        return math.exp(self._group(self._peers_of(pod), target, now)[pod])
 
     def apply(self, pods: Sequence[str], predictions: Sequence[tuple[float | None, ...]],
               now: float) -> list[tuple[float | None, ...]]:
@@ -174,9 +183,16 @@ class PodCorrection:
         ``(ttft, tpot)`` — multiplied by that pod's TTFT / TPOT factors (unchanged when disabled)."""
         if not self.config.enabled or not self._residuals:
             return [tuple(p) for p in predictions]
+        logs: dict[str, list[float]] = {}
+        for pod in pods:
+            if pod not in logs:
+                peers = self._peers_of(pod)
+                groups = [self._group(peers, t, now) for t in TARGETS]
+                for peer in peers:
+                    logs[peer] = [g[peer] for g in groups]
         out = []
         for pod, p in zip(pods, predictions, strict=True):
-            factors = tuple(self.factor(pod, t, now) for t in TARGETS)
+            factors = [math.exp(v) for v in logs[pod]]
             out.append(tuple(None if v is None else v * factors[j % 2] for j, v in enumerate(p)))
         return out
 

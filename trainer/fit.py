@@ -60,6 +60,9 @@ class FitParams:
     """Rows the quantile booster is fitted on (a subsample of the fit rows): the time budget."""
     tpot_zero_token_count: bool = True
     prefix_weighting: bool = False
+    scale_weighting: bool = False
+    """Quantile trees weigh each row by its location in ms (``expm1`` of the location margin, mean 1): a
+    log-space pinball weighted by scale approximates the pinball in milliseconds, which the big rows dominate."""
     seed: int = 0
     extra: Mapping[str, object] = field(default_factory=dict)
 

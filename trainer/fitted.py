@@ -107,10 +107,20 @@ def _data(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitPa
 
 
 def _matrix(d: _Data, rows: np.ndarray, params: FitParams, ref: xgb.QuantileDMatrix | None = None,
-            base: np.ndarray | None = None, weighted: bool = True) -> xgb.QuantileDMatrix:
-    return xgb.QuantileDMatrix(d.x[rows], d.z[rows], weight=d.weight[rows] if weighted else None, ref=ref,
+            base: np.ndarray | None = None, weighted: bool = True,
+            scale: np.ndarray | None = None) -> xgb.QuantileDMatrix:
+    weight = d.weight[rows] if weighted else None
+    if scale is not None:
+        weight = scale if weight is None else weight * scale
+    return xgb.QuantileDMatrix(d.x[rows], d.z[rows], weight=weight, ref=ref,
                                base_margin=base, feature_names=list(d.features), max_bin=params.max_bin,
                                nthread=params.nthread)
+
+
+def _scale(start: np.ndarray) -> np.ndarray:
+    """Row weights ∝ the location in ms, mean 1 (``FitParams.scale_weighting``)."""
+    ms = np.expm1(np.clip(start, 0.0, 30.0))
+    return ms / max(float(ms.mean()), 1e-12)
 
 
 def _location(d: _Data, params: FitParams, candidate: Candidate, dfit: xgb.QuantileDMatrix,
@@ -140,8 +150,11 @@ def _quantiles(d: _Data, params: FitParams, candidate: Candidate, location: xgb.
     rows = d.fit if len(d.fit) <= params.quantile_rows else np.sort(rng.choice(d.fit, params.quantile_rows,
                                                                                replace=False))
     k = len(params.served)
-    dq = _matrix(d, rows, params, base=tiled(margin(location, d.x[rows]), k))
-    dstop = _matrix(d, d.stop, params, ref=dq, base=tiled(margin(location, d.x[d.stop]), k), weighted=False)
+    start, start_stop = margin(location, d.x[rows]), margin(location, d.x[d.stop])
+    scaled = params.scale_weighting
+    dq = _matrix(d, rows, params, base=tiled(start, k), scale=_scale(start) if scaled else None)
+    dstop = _matrix(d, d.stop, params, ref=dq, base=tiled(start_stop, k), weighted=False,
+                    scale=_scale(start_stop) if scaled else None)
     objective = {"objective": "reg:quantileerror", "quantile_alpha": np.array(params.served),
                  "eval_metric": "quantile", "base_score": 0.0}
     booster = train_stopped(booster_params(params, d.name, d.features, candidate, objective), dq, dstop,

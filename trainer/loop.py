@@ -55,8 +55,13 @@ class RetrainLoop:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        """Fixed rate: a cycle starts every ``interval`` seconds from the previous start (not ``interval``
+        after the previous end), so publishes stay ~``interval`` apart while a cycle takes seconds; a cycle
+        that overruns the interval is followed at once by the next one, never by a burst of catch-ups."""
+        due = time.monotonic() + self.interval
+        while not self._stop.wait(max(0.0, due - time.monotonic())):
             self.run_cycle()
+            due = max(due + self.interval, time.monotonic())
 
     def run_cycle(self) -> int | None:
         """One cycle (also callable directly, e.g. by benchmarks); returns the published version."""

@@ -86,9 +86,11 @@ class _BundleFitted:
 class Trainer:
     """The trainer as it runs now (default ``TrainerSettings``; keyword arguments override settings)."""
 
-    def __init__(self, name: str = "trainer", **settings: Any) -> None:
+    def __init__(self, name: str = "trainer", params: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.name = name
         self.settings = TrainerSettings(**settings)
+        self.params = dict(params or {})
+        """FitParams overrides (design research on fit options that have no setting yet)."""
 
     def fit(self, target: str, train: Split, quantiles: tuple[float, ...]) -> Fitted:
         s = self.settings
@@ -96,7 +98,8 @@ class Trainer:
                         s.window_max_rows)
         window.add(0, stored_matrix(target, train), 0.0)
         rows, holdout = window.snapshot(target)
-        params = replace(fit_params(s), quantiles=quantiles, alpha=0.9 if 0.9 in quantiles else quantiles[0])
+        params = replace(fit_params(s), quantiles=quantiles, alpha=0.9 if 0.9 in quantiles else quantiles[0],
+                         **self.params)
         fitted = fit_model(SPEC, target, rows, holdout, params, Recency(s.recency_half_life_sec, s.recency_floor))
         manifest, files = assemble(1, "2026-12-01T00:00:00+00:00", {target: (fitted.files, fitted.entry)},
                                    bundle_meta(SPEC, params, prior=False), None)
