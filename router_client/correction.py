@@ -99,6 +99,13 @@ class _Residuals:
         self.log_factor = min(max(float(logs[order[min(at, self.count - 1)]]), bounds[0]), bounds[1])
 
 
+def _median(values: list[float]) -> float:
+    """The median of a pool's few log factors (pure Python: ``np.median`` costs ~20 µs on 16 floats)."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+
+
 class PodCorrection:
     """Multiplicative factors per (pod, target); ``observe`` pairs, ``apply`` to predictions."""
 
@@ -159,7 +166,7 @@ class PodCorrection:
             return out  # nothing to compare with yet
         total_n = sum(r.n_eff for r in fitted.values())
         total_covered = sum(r.covered * r.n_eff for r in fitted.values())
-        pool_log = float(np.median(list(own.values()) + [0.0] * (len(peers) - len(fitted))))
+        pool_log = _median([*own.values(), *([0.0] * (len(peers) - len(fitted)))])
         z = self.config.evidence_z
         for pod, res in fitted.items():
             rest_n = total_n - res.n_eff
