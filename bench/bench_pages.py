@@ -119,8 +119,9 @@ def router_page(repeat: int) -> tuple[dict[str, float], str, int]:
     from router_client.ui_data import ui_data
     from router_client.ui_page import render
 
-    pools = [{"name": name, "pods": [f"http://127.0.0.1:{base + i}" for i in range(8)], "max_context": ctx}
-             for name, base, ctx in (("short", 9000, 4096), ("long", 9100, 32768))]
+    pools: list[dict[str, Any]] = [
+        {"name": name, "pods": [f"http://127.0.0.1:{base + i}" for i in range(8)], "max_context": ctx}
+        for name, base, ctx in (("short", 9000, 4096), ("long", 9100, 32768))]
     router = Router(RouterConfig.model_validate({"pools": pools}))
     history, log = StatusHistory(), RequestLog()
     now = time.time()
