@@ -50,6 +50,12 @@ class TrainerSettings(CommonSettings):
         "most crowded buckets give up their oldest rows first).", ge=100)
     fit_quantile_rows: int = env("LATENCY_FIT_QUANTILE_ROWS", 20_000, "Rows the quantile booster is fitted on "
                                  "(a subsample of the window): the main lever on the fit time.", ge=100)
+    fit_budget_sec: float = env(
+        "LATENCY_FIT_BUDGET_SEC", 2.5, "Wall seconds one model's fit may take: a fit over it makes the next one fit "
+        "the location boosters on fewer rows (every candidate is still fitted); fits well under it let the rows "
+        "grow back to the whole window (0: off, always every row).", ge=0)
+    fit_min_location_rows: int = env("LATENCY_FIT_MIN_LOCATION_ROWS", 20_000, "The fit budget never cuts the "
+                                     "location boosters' rows below this.", ge=100)
     early_stopping_rounds: int = env("LATENCY_EARLY_STOPPING_ROUNDS", 15, "Rounds without improvement on the "
                                      "stop rows before a booster stops.", ge=1)
     recency_half_life_sec: float = env("LATENCY_RECENCY_HALF_LIFE_SEC", 300.0, "Rows this much older than the "

@@ -27,6 +27,7 @@ import numpy as np
 from shared.errors import TrainingError
 from shared.features import MODEL_NAMES, FeatureSpec
 from shared.model import LoadedBundle, load_bundle
+from trainer.budget import FitBudget
 from trainer.evaluate import Scores, score
 from trainer.fit import FitParams, matrix_columns
 from trainer.fitted import FittedModel, fit_model, probe_columns
@@ -64,8 +65,10 @@ class Challenger:
 class Retrainer:
     def __init__(self, spec: FeatureSpec, params: FitParams, min_samples: int, window: Window,
                  publisher: Publisher, live: LiveBundle, metrics: TrainerMetrics, prequential: Prequential,
-                 recency: Recency, shift_bound: float = 1.5, history: RetrainHistory | None = None) -> None:
+                 recency: Recency, shift_bound: float = 1.5, history: RetrainHistory | None = None,
+                 budget: FitBudget | None = None) -> None:
         self.spec, self.params, self.min_samples = spec, params, min_samples
+        self.budget = budget or FitBudget(0.0, 0)
         self.window, self.publisher, self.live, self.metrics = window, publisher, live, metrics
         self.prequential, self.recency, self.shift_bound = prequential, recency, shift_bound
         self.history = history
@@ -98,7 +101,8 @@ class Retrainer:
                 log.debug("%s not retrained: %d samples (threshold %d), %d new", name.upper(), total,
                           self.min_samples, added - self._fitted_at_rows[name])
             return None
-        fitted = fit_model(self.spec, name, train, holdout, self.params, self.recency)
+        fitted = fit_model(self.spec, name, train, holdout, self.budget.params(name, self.params), self.recency)
+        self.budget.observe(name, fitted.entry)
         self.metrics.fit_seconds.labels(model=name).observe(fitted.fit_seconds)
         live = self.live.get()
         if live is None:
@@ -167,10 +171,12 @@ class Retrainer:
             live_loss = c.live_scores.loss(self.params.objective) if c.live_scores else float("nan")
             outcome = f"kept v{self.live.version}: {crit} {s.loss(self.params.objective):.2f} > {live_loss:.2f}"
         shift = "n/a" if c.shift is None else f"x{c.shift:.2f}"
+        used, rows = entry.get("location_fit_rows", 0), entry.get("fit_rows", 0)
+        budget = f", location on {used} of {rows} rows (fit budget)" if used < rows else ""
         log.info("%s model trained on %d samples. MAE = %.2f, RMSE = %.2f, coverage = %.1f%%, pinball = %.2f "
-                 "(reference pinball %.2f, chose %s, rounds %d+%d, shift %s, fit %.2f s, %s)", c.name.upper(),
+                 "(reference pinball %.2f, chose %s, rounds %d+%d, shift %s, fit %.2f s%s, %s)", c.name.upper(),
                  c.rows, s.mae, s.rmse, 100 * s.coverage, s.pinball, c.fitted.reference.pinball, entry["candidate"],
-                 entry["location_rounds"], entry["quantile_rounds"], shift, c.fitted.fit_seconds, outcome)
+                 entry["location_rounds"], entry["quantile_rounds"], shift, c.fitted.fit_seconds, budget, outcome)
         self.metrics.record_scores(c.name, s)
         decision = "published" if version else ("held" if c.held else "kept")
         self.metrics.decisions.labels(model=c.name, decision=decision).inc()

@@ -58,6 +58,9 @@ class FitParams:
     nthread: int = 1
     quantile_rows: int = 20_000
     """Rows the quantile booster is fitted on (a subsample of the fit rows): the time budget."""
+    location_rows: int | None = None
+    """At most this many fit rows for the location boosters (a seeded subsample; None: all) — set per cycle by
+    ``trainer.budget.FitBudget`` when fits overrun their time budget."""
     tpot_zero_token_count: bool = True
     prefix_weighting: bool = False
     scale_weighting: bool = False

@@ -80,6 +80,8 @@ class _Data:
     y_new: np.ndarray
     logged: bool
     """The fit is in log1p space (a quantile fit with enough rows); else on the raw target, served as is."""
+    loc: np.ndarray
+    """The fit rows the location boosters use (all of ``fit`` unless ``FitParams.location_rows`` caps them)."""
 
 
 def stratified(buckets: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -103,7 +105,10 @@ def _data(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitPa
         weight = weight * prefix_weights(train)
     logged = params.objective == "quantile" and len(fit) >= MIN_QUANTILE_ROWS
     z = np.log1p(y) if logged else y
-    return _Data(name, spec.columns(name), x, z, y, weight, fit, stop, x_new, newest.column(TARGET_OF[name]), logged)
+    cap = params.location_rows
+    loc = fit if cap is None or len(fit) <= cap else np.sort(rng.choice(fit, cap, replace=False))
+    return _Data(name, spec.columns(name), x, z, y, weight, fit, stop, x_new, newest.column(TARGET_OF[name]), logged,
+                 loc)
 
 
 def _matrix(d: _Data, rows: np.ndarray, params: FitParams, ref: xgb.QuantileDMatrix | None = None,
@@ -132,7 +137,7 @@ def _location(d: _Data, params: FitParams, candidate: Candidate, dfit: xgb.Quant
 
 def _select(d: _Data, params: FitParams) -> tuple[Candidate, xgb.Booster, dict[str, float]]:
     """Fit every candidate's location; the lowest RMSE (log space) on the newest rows wins."""
-    dfit = _matrix(d, d.fit, params)
+    dfit = _matrix(d, d.loc, params)
     dstop = _matrix(d, d.stop, params, ref=dfit, weighted=False)
     z_new = np.log1p(d.y_new) if d.logged else d.y_new
     fitted, scores = {}, {}
@@ -176,7 +181,9 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     """Fit, select, calibrate and score model ``name`` (CPU-bound: call off the event loop)."""
     started, cpu_started = time.perf_counter(), time.thread_time()
     d = _data(spec, name, train, newest, params, recency or Recency())
+    location_started = time.perf_counter()
     candidate, location, selection = _select(d, params)
+    location_seconds = time.perf_counter() - location_started
     booster = _quantiles(d, params, candidate, location) if d.logged else None
     served = params.served if booster is not None else (params.alpha,)
     x_probe = spec.matrix(name, {**probe_columns(), **({"num_tokens_generated": np.zeros(PROBE_ROWS)}
@@ -190,6 +197,7 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     fit_seconds = time.perf_counter() - started
     entry = _entry(d, params, served, cals, candidate, selection, location, booster, len(train), len(newest))
     entry.update(fit_seconds=round(fit_seconds, 4), fit_cpu_seconds=round(time.thread_time() - cpu_started, 4),
+                 location_seconds=round(location_seconds, 4), location_fit_rows=len(d.loc),
                  metrics=scores.as_dict(), reference_metrics=reference.as_dict())
     files, entry = encode_model(booster or location, name, d.features, entry,
                                 location if booster is not None else None)
