@@ -32,6 +32,7 @@ import numpy as np
 import orjson
 import xgboost as xgb
 
+from bench.prodenv import production_python
 from predictor.hotpath import HotPath
 from predictor.serving import build_serving
 from shared.bundle import ModelFiles, assemble, encode_model, read_current, write_bundle
@@ -99,7 +100,8 @@ def free_port() -> int:
 
 @contextmanager
 def server(cmd: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "MALLOC_ARENA_MAX": "2", **(env or {})},  # the image's
+                            stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
@@ -119,12 +121,12 @@ def server(cmd: list[str], port: int, env: dict[str, str] | None = None) -> Iter
 
 
 def ours(bundle_dir: Path, port: int, **env: str) -> Any:
-    return server([sys.executable, "-m", "predictor", "--host", "127.0.0.1", "--port", str(port), "--bundle-dir",
+    return server([production_python(), "-m", "predictor", "--host", "127.0.0.1", "--port", str(port), "--bundle-dir",
                    str(bundle_dir)], port, {"PREDICT_LONG_POLL": "false", **env})
 
 
 def baseline(bundle_dir: Path, port: int) -> Any:
-    return server([sys.executable, "-m", "bench.bench_predictor_baseline", "--bundle-dir", str(bundle_dir),
+    return server([production_python(), "-m", "bench.bench_predictor_baseline", "--bundle-dir", str(bundle_dir),
                    "--port", str(port)], port)
 
 

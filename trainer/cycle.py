@@ -4,7 +4,8 @@ Per model: needs ≥ ``min_samples`` rows (train + holdout) and new rows since i
 challenger (``trainer.fitted``: candidates, selection, multi-quantile booster, calibration) is scored
 with cross-fitted calibration on the newest rows and on the stratified reference slice; the live
 model is scored on the same newest rows. A challenger replaces the live model when it is not worse
-there (pinball loss; RMSE in mean mode) **and** it does not move predictions too far too fast: when
+there beyond noise (paired per-row pinball loss — squared error in mean mode — at most ``NOISE_Z`` standard
+errors above the live model's) **and** it does not move predictions too far too fast: when
 its primary quantile on a fixed probe grid differs from the live model's by more than
 ``shift_bound`` (median ratio), it is published only when the shift *persists* — the previous cycle
 saw a shift in the same direction and the rows that arrived since then still contradict the live
@@ -28,7 +29,7 @@ from shared.errors import TrainingError
 from shared.features import MODEL_NAMES, FeatureSpec
 from shared.model import LoadedBundle, load_bundle
 from trainer.budget import FitBudget
-from trainer.evaluate import Scores, score
+from trainer.evaluate import Scores, not_worse, row_losses, score
 from trainer.fit import FitParams, matrix_columns
 from trainer.fitted import FittedModel, fit_model, probe_columns
 from trainer.history import RetrainHistory
@@ -41,6 +42,9 @@ from trainer.window import Window
 
 log = logging.getLogger("trainer.retrain")
 MIN_FRESH_ROWS = 20
+NOISE_Z = 2.0
+"""A challenger is kept out only when it is worse than the live model by more than this many standard errors of
+the paired per-row loss difference on the newest rows."""
 
 
 @dataclass
@@ -48,6 +52,8 @@ class Challenger:
     fitted: FittedModel
     rows: int
     live_scores: Scores | None
+    paired: tuple[np.ndarray, np.ndarray] | None
+    """Per-row losses of (challenger, live model) on the same newest rows (None: no live model)."""
     rows_added: int
     shift: float | None
     """Median ratio challenger / live of the primary quantile on the probe grid (None: no trained live model)."""
@@ -58,8 +64,9 @@ class Challenger:
     def name(self) -> str:
         return self.fitted.name
 
-    def better(self, objective: str) -> bool:
-        return self.live_scores is None or self.fitted.scores.loss(objective) <= self.live_scores.loss(objective)
+    def better(self) -> bool:
+        """Not worse than the live model on the newest rows, beyond noise (``NOISE_Z``)."""
+        return self.paired is None or not_worse(*self.paired, NOISE_Z)
 
 
 class Retrainer:
@@ -69,6 +76,8 @@ class Retrainer:
                  budget: FitBudget | None = None) -> None:
         self.spec, self.params, self.min_samples = spec, params, min_samples
         self.budget = budget or FitBudget(0.0, 0)
+        self.last_entries: dict[str, dict[str, Any]] = {}
+        """Each model's newest fitted manifest entry (published or not): what the last fit chose and cost."""
         self.window, self.publisher, self.live, self.metrics = window, publisher, live, metrics
         self.prequential, self.recency, self.shift_bound = prequential, recency, shift_bound
         self.history = history
@@ -103,14 +112,18 @@ class Retrainer:
             return None
         fitted = fit_model(self.spec, name, train, holdout, self.budget.params(name, self.params), self.recency)
         self.budget.observe(name, fitted.entry)
+        self.last_entries[name] = fitted.entry
         self.metrics.fit_seconds.labels(model=name).observe(fitted.fit_seconds)
         live = self.live.get()
         if live is None:
-            return Challenger(fitted, len(train), None, added, None)
+            return Challenger(fitted, len(train), None, None, added, None)
         cols = matrix_columns(name, holdout.data, self.params.tpot_zero_token_count)
         y = holdout.column("actual_ttft_ms" if name == "ttft" else "actual_tpot_ms")
-        live_scores = score(live.predict(name, cols), y, self.params.alpha)
-        return Challenger(fitted, len(train), live_scores, added, self._shift(live, name, fitted))
+        served = live.predict(name, cols)
+        live_scores = score(served, y, self.params.alpha)
+        a, objective = self.params.alpha, self.params.objective
+        paired = (row_losses(fitted.holdout_pred, y, a, objective), row_losses(served, y, a, objective))
+        return Challenger(fitted, len(train), live_scores, paired, added, self._shift(live, name, fitted))
 
     def _shift(self, live: LoadedBundle, name: str, fitted: FittedModel) -> float | None:
         if bool(live.bundle.manifest.get("prior", False)):
@@ -124,7 +137,7 @@ class Retrainer:
 
     def _admit(self, c: Challenger, fresh: tuple[float | None, int]) -> bool:
         """Better on the newest rows, and (beyond the shift bound) a shift that persists."""
-        if not c.better(self.params.objective):
+        if not c.better():
             self._pending[c.name] = 0
             return False
         if c.shift is None or abs(math.log(c.shift)) <= math.log(self.shift_bound):
@@ -169,7 +182,8 @@ class Retrainer:
         else:
             crit = "pinball" if self.params.objective == "quantile" else "rmse"
             live_loss = c.live_scores.loss(self.params.objective) if c.live_scores else float("nan")
-            outcome = f"kept v{self.live.version}: {crit} {s.loss(self.params.objective):.2f} > {live_loss:.2f}"
+            outcome = (f"kept v{self.live.version}: {crit} {s.loss(self.params.objective):.2f} > {live_loss:.2f} "
+                       f"beyond noise ({NOISE_Z:g} s.e.)")
         shift = "n/a" if c.shift is None else f"x{c.shift:.2f}"
         used, rows = entry.get("location_fit_rows", 0), entry.get("fit_rows", 0)
         budget = f", location on {used} of {rows} rows (fit budget)" if used < rows else ""

@@ -34,3 +34,21 @@ def score(pred: np.ndarray, y: np.ndarray, alpha: float) -> Scores:
     err = pred - y
     return Scores(n=len(y), mae=float(np.mean(np.abs(err))), rmse=float(np.sqrt(np.mean(err * err))),
                   coverage=float(np.mean(y <= pred)), pinball=pinball(pred, y, alpha))
+
+
+def row_losses(pred: np.ndarray, y: np.ndarray, alpha: float, objective: str) -> np.ndarray:
+    """Each row's loss under the champion/challenger criterion: pinball (quantile) or squared error (mean)."""
+    diff = y - pred
+    if objective == "quantile":
+        return np.maximum(alpha * diff, (alpha - 1.0) * diff)
+    return diff * diff
+
+
+def not_worse(challenger: np.ndarray, live: np.ndarray, z: float) -> bool:
+    """Paired comparison on the same rows: the challenger is *not worse* unless its mean loss exceeds the live
+    model's by more than ``z`` standard errors of the mean difference (on stationary traffic two fits differ by
+    noise, and the newer one — it has seen the newest rows — should be published)."""
+    d = challenger - live
+    if len(d) < 2:
+        return float(d.sum()) <= 0.0
+    return float(d.mean()) <= z * float(d.std(ddof=1)) / float(np.sqrt(len(d)))

@@ -14,7 +14,7 @@ Shared by the retrain cycle (``trainer.cycle``) and the replay's in-process retr
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,9 @@ class FittedModel:
     fit_seconds: float
     probe: np.ndarray
     """Served primary quantile on the fixed probe grid (``probe_columns``): how far a publish moves predictions."""
+    holdout_pred: np.ndarray = field(default_factory=lambda: np.empty(0))
+    """The primary quantile on the newest rows, cross-calibrated: what ``scores`` were computed from (row by row,
+    for the paired champion/challenger comparison)."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,8 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     cals = [calibrate(raw_new[:, j], d.y_new, q, params.objective) if booster is not None else Calibration()
             for j, q in enumerate(served)]
     primary = served.index(params.alpha)
-    scores = _scores(raw_new[:, primary], d.y_new, params, booster is not None)
+    holdout_pred = _served(raw_new[:, primary], d.y_new, params, booster is not None)
+    scores = score(holdout_pred, d.y_new, params.alpha)
     reference = _reference(raw_ref[:, primary], d.y[d.stop], cals[primary], params, booster is not None)
     fit_seconds = time.perf_counter() - started
     entry = _entry(d, params, served, cals, candidate, selection, location, booster, len(train), len(newest))
@@ -202,12 +206,11 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     files, entry = encode_model(booster or location, name, d.features, entry,
                                 location if booster is not None else None)
     probe = cals[primary].apply_log(raw_probe[:, primary]) if booster is not None else np.maximum(raw_probe[:, 0], 0)
-    return FittedModel(name, files, entry, scores, reference, fit_seconds, probe)
+    return FittedModel(name, files, entry, scores, reference, fit_seconds, probe, holdout_pred)
 
 
-def _scores(raw: np.ndarray, y: np.ndarray, params: FitParams, logged: bool) -> Scores:
-    pred = cross_calibrated(raw, y, params.alpha, params.objective) if logged else np.maximum(raw, 0.0)
-    return score(pred, y, params.alpha)
+def _served(raw: np.ndarray, y: np.ndarray, params: FitParams, logged: bool) -> np.ndarray:
+    return cross_calibrated(raw, y, params.alpha, params.objective) if logged else np.maximum(raw, 0.0)
 
 
 def _reference(raw: np.ndarray, y: np.ndarray, cal: Calibration, params: FitParams, logged: bool) -> Scores:

@@ -44,6 +44,8 @@ class RetrainRecord:
     reason: str
     candidate: str
     location_rounds: int
+    location_fit_rows: int
+    """Rows the location boosters were fitted on (fewer than ``rows`` when the fit budget cut them)."""
     quantile_rounds: int
     selection_log_rmse: dict[str, float]
     reference_metrics: dict[str, float]
@@ -68,6 +70,7 @@ class RetrainHistory:
             fit_s=round(fitted.fit_seconds, 4), mae=s.mae, rmse=s.rmse, coverage=s.coverage, pinball=s.pinball,
             decision=decision, version=version, reason=reason, candidate=str(entry.get("candidate", "")),
             location_rounds=int(entry.get("location_rounds", 0)), quantile_rounds=int(entry.get("quantile_rounds", 0)),
+            location_fit_rows=int(entry.get("location_fit_rows", 0)),
             selection_log_rmse=dict(entry.get("selection_log_rmse", {})),
             reference_metrics=dict(entry.get("reference_metrics", fitted.reference.as_dict())), shift=shift)
         with self._lock:
