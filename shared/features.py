@@ -208,20 +208,21 @@ TARGET_OF: Mapping[str, str] = MappingProxyType({"ttft": "actual_ttft_ms", "tpot
 FeatureRow = dict[str, float | int | str]
 
 
+_WIRE_DEFAULTS: Mapping[str, float | int | str] = MappingProxyType({f.name: f.wire_default for f in FEATURE_FIELDS})
+_REQUIRED_NAMES: tuple[str, ...] = tuple(f.name for f in FEATURE_FIELDS if f.required)
+
+
 def feature_row(values: Mapping[str, float | int | str]) -> FeatureRow:
-    """A PredictionRequest row (wire form) from measured ``values``; absent optional fields get
-    their default. A missing required field or an unknown name is a caller bug: ``KeyError``."""
-    unknown = set(values) - set(RAW_FEATURE_NAMES)
-    if unknown:
-        raise KeyError(f"unknown feature fields {sorted(unknown)}")
-    row: FeatureRow = {}
-    for f in FEATURE_FIELDS:
-        if f.name in values:
-            row[f.name] = values[f.name]
-        elif f.required:
-            raise KeyError(f"required feature field {f.name!r} missing")
-        else:
-            row[f.name] = f.wire_default
+    """A PredictionRequest row (wire form, fields in spec order) from measured ``values``; absent optional fields
+    get their default. A missing required field or an unknown name is a caller bug: ``KeyError``. (On the
+    router's hot path: one row per candidate pod per decision, so defaults are copied, not rebuilt.)"""
+    if not _WIRE_DEFAULTS.keys() >= values.keys():
+        raise KeyError(f"unknown feature fields {sorted(set(values) - set(RAW_FEATURE_NAMES))}")
+    for name in _REQUIRED_NAMES:
+        if name not in values:
+            raise KeyError(f"required feature field {name!r} missing")
+    row: FeatureRow = dict(_WIRE_DEFAULTS)
+    row.update(values)
     return row
 
 
