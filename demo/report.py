@@ -6,6 +6,7 @@ Accuracy is judged on the router's own records (prediction at dispatch vs router
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -118,4 +119,7 @@ def print_report(summary: dict[str, Any]) -> None:
     rss = summary.get("peak_rss_mib") or {}
     if rss:
         print("  peak RSS (MiB): " + "  ".join(f"{name} {mib}" for name, mib in sorted(rss.items())))
+        if importlib.util.find_spec("sklearn") is not None:
+            print("  (dev venv: XGBoost imports the installed dev extras scikit-learn/pandas, ~90 MiB per server; "
+                  "the image has none — BENCHMARKS.md measures the servers without them)")
     print(f"\n{summary['verdict']['line']}")
