@@ -38,7 +38,8 @@ import httpx
 import orjson
 import uvloop
 
-from bench.bench_predictor import free_port, ours, publish, rows, train_files
+from bench.bench_predictor import ours, publish, rows, train_files
+from bench.procstat import free_port
 from router_client.http1 import Http1Pool
 
 REPO = Path(__file__).resolve().parents[1]

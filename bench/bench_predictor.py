@@ -32,6 +32,7 @@ import numpy as np
 import orjson
 import xgboost as xgb
 
+from bench.procstat import free_port, rss_mb
 from bench.prodenv import production_python
 from predictor.hotpath import HotPath
 from predictor.serving import build_serving
@@ -91,13 +92,6 @@ def publish(root: Path, version: int, models: ModelFiles) -> None:
     write_bundle(root, *assemble(version, rfc3339(), models, meta, None))
 
 
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def server(cmd: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "MALLOC_ARENA_MAX": "2", **(env or {})},  # the image's
@@ -140,17 +134,10 @@ def wrk(url: str, body: bytes, conns: int, duration: float, workdir: Path) -> di
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     assert rps is not None, out
-    return {"p50": pct[50], "p99": pct[99], "rps": float(rps[1]), "errors": float(bad[1]) if bad else 0.0}
-
-
-def rss_mb(pid: int) -> tuple[float, float]:
-    status = Path(f"/proc/{pid}/status").read_text()
-
-    def get(key: str) -> float:
-        found = re.search(rf"{key}:\s+(\d+) kB", status)
-        assert found is not None, key
-        return int(found[1]) / 1024
-    return get("VmRSS"), get("VmHWM")
+    total = re.search(r"(\d+) requests in", out)
+    assert total is not None, out
+    return {"p50": pct[50], "p99": pct[99], "rps": float(rps[1]), "requests": float(total[1]),
+            "errors": float(bad[1]) if bad else 0.0}
 
 
 SCENARIOS = (("strict100_c1", "/predict/bulk/strict", 1), ("strict100_c4", "/predict/bulk/strict", 4),

@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from bench.bench_predictor import DEPTH, TREES, free_port, ours, publish, rows, train_files, wrk
+from bench.bench_predictor import DEPTH, TREES, ours, publish, rows, train_files, wrk
+from bench.procstat import free_port
 
 CONNECTIONS = 8
 TFD_TIMER_ABSTIME = 1

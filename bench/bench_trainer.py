@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import numpy as np
 import orjson
 
 from bench import synthetic
+from bench.procstat import cpu_s, free_port, rss_mb
 from bench.prodenv import production_python
 from shared.features import MODEL_NAMES, TARGET_OF
 from shared.trainer_settings import TrainerSettings
@@ -157,12 +157,6 @@ def bench_replay(tmp: Path, rows: int) -> list[str]:
             f"{counts['tpot']['train']:,} + {counts['tpot']['test']:,} rows (/readyz must be 200 within ~30 s)"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_server(data_dir: Path, port: int, env_extra: dict[str, str]) -> subprocess.Popen[bytes]:
     env = {**os.environ, "LATENCY_LOG_LEVEL": "WARNING", "MALLOC_ARENA_MAX": "2", **env_extra}  # as in the image
     proc = subprocess.Popen([production_python(), "-m", "trainer", "--host", "127.0.0.1", "--port", str(port),
@@ -216,23 +210,12 @@ def bench_ingest(tmp: Path, seconds: float) -> list[str]:
     return lines
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (all its threads)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _rss_mb(pid: int) -> tuple[float, float]:
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
-
-
 def bench_rss(tmp: Path, per_model: int) -> list[str]:
     port = free_port()
     proc = start_server(tmp / "rss", port, {"LATENCY_RETRAINING_INTERVAL_SEC": "1",
                                             "LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET": "100000"})
     try:
-        idle, _ = _rss_mb(proc.pid)
+        idle, _ = rss_mb(proc.pid)
         rng = np.random.default_rng(11)
         url = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=url, timeout=60) as c:
@@ -247,7 +230,7 @@ def bench_rss(tmp: Path, per_model: int) -> list[str]:
                 time.sleep(0.2)
             time.sleep(3)  # one more (no-op) cycle
             status = c.get("/data/status").json()
-        rss, peak = _rss_mb(proc.pid)
+        rss, peak = rss_mb(proc.pid)
     finally:
         proc.terminate()
         proc.wait(20)
@@ -303,11 +286,11 @@ def bench_cadence(tmp: Path, rows_per_s: float, seconds: float) -> list[str]:
     url = f"http://127.0.0.1:{port}"
     load = os.getloadavg()[0]
     try:
-        wall_started, cpu_before = time.time(), _cpu_s(proc.pid)
+        wall_started, cpu_before = time.time(), cpu_s(proc.pid)
         sent, late, wall = asyncio.run(_paced(url, bodies, rows_per_s, seconds))
-        cpu = _cpu_s(proc.pid) - cpu_before
+        cpu = cpu_s(proc.pid) - cpu_before
         ui = httpx.get(f"{url}/ui/data", timeout=30).json()
-        _, peak = _rss_mb(proc.pid)
+        _, peak = rss_mb(proc.pid)
     finally:
         proc.terminate()
         proc.wait(20)

@@ -79,6 +79,10 @@ class PoolMembers:
             return SERVING if pod in self._serving else JOINING
         return LEAVING if pod in self.leaving else None
 
+    def members(self) -> tuple[str, ...]:
+        """Every resolved pod, then the leaving ones."""
+        return (*self.resolved, *self.leaving)
+
     def counts(self) -> dict[str, int]:
         serving = len(self._serving)
         return {SERVING: serving, JOINING: len(self.resolved) - serving, LEAVING: len(self.leaving)}

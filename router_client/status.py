@@ -64,11 +64,6 @@ def _pod(src: StatusSources, pool: PoolConfig, pod: str, now: float) -> dict[str
             "metrics_age_s": round(min(src.endpoints.staleness(pod), 1e9), 3), **targets}
 
 
-def _pods(members: Membership, pool: str) -> list[str]:
-    found = members.pool(pool)
-    return [*found.resolved, *found.leaving]
-
-
 def build_status(src: StatusSources, now: float) -> dict[str, Any]:
     cfg = src.config
     pools = []
@@ -78,7 +73,7 @@ def build_status(src: StatusSources, now: float) -> dict[str, Any]:
             "fallbacks": _by_reason(src.fallbacks, pool.name), "shed": _by_reason(src.sheds, pool.name),
             **{target: _drift(src.drift.state(pool.name, POOL_WIDE, target), now) for target in TARGETS},
             "discovery": src.discovery(pool.name),
-            "pods": [_pod(src, pool, pod, now) for pod in _pods(src.members, pool.name)],
+            "pods": [_pod(src, pool, pod, now) for pod in src.members.pool(pool.name).members()],
         })
     return {"generated_at": rfc3339(), "prediction_quantile": cfg.prediction_quantile,
             "correction": cfg.correction.model_dump(), "drift": cfg.drift.model_dump(), "pools": pools}
