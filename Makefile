@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser test lint typecheck pytest demo bench clean
+.PHONY: install browser test lint typecheck pytest demo bench clean engine demo-engine test-engine
 
 install: $(STAMP) browser
 
@@ -33,8 +33,19 @@ test: install lint typecheck pytest
 demo: install
 	$(BIN)/python -m demo
 
+# A real vLLM (CPU build) in its own virtualenv + the default tiny model (deploy/install_engine.py; idempotent).
+engine:
+	$(PY) deploy/install_engine.py
+
+demo-engine: install engine
+	$(BIN)/python -m demo --engines 2
+
+# The tests that need real engines (pytest marker `engine`); .ci/run runs them after `make test`.
+test-engine: install engine
+	$(BIN)/pytest -m engine tests/engine
+
 bench: install
 	$(BIN)/python -m bench.run_all
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-engine .pytest_cache .mypy_cache .ruff_cache

@@ -27,13 +27,14 @@ import httpx
 import orjson
 
 from demo import report_html, screenshots
+from demo.engine import DEFAULT_MODEL, EngineMissing, EngineSpec
 from demo.load import LoadStats, run_load
 from demo.procs import StartupError
 from demo.report import build_summary, print_report
-from demo.stack import LONG, REPO, SHORT, Stack, StackSpec
+from demo.stack import LONG, REPO, SHORT, PoolSpec, Stack, StackSpec
 from demo.truth import Joined, join
 from demo.watch import Watcher
-from demo.workload import DEFAULT_TRACE, ChatWorkload, load_trace
+from demo.workload import DEFAULT_TRACE, ChatWorkload, TokenWorkload, load_trace
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -54,7 +55,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--shed-every", type=float, default=10.0,
                    help="seconds between sheddable requests with an impossible SLO (answered 429)")
-    return p.parse_args(argv)
+    p.add_argument("--engines", type=int, default=0,
+                   help="real vLLM engines (one pool, one core each; `make engine` installs them) instead of "
+                        "sim pods; 0 = sim pods in two pools (default)")
+    p.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="model directory for --engines")
+    args = p.parse_args(argv)
+    if args.engines:
+        for name, value in ENGINE_DEFAULTS.items():
+            if getattr(args, name) == p.get_default(name):
+                setattr(args, name, value)
+    return args
+
+
+ENGINE_DEFAULTS = {"rate_scale": 0.12, "duration": 90.0}
+"""With real engines: the conversation trace at 0.12x its rate keeps two CPU engines busy but not saturated."""
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -74,7 +88,8 @@ async def _drive(stack: Stack, args: argparse.Namespace, stats: LoadStats) -> tu
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, main_task.cancel)
     rows = load_trace(args.trace, args.rate_scale, args.duration, args.trace_start)
-    requests = ChatWorkload(seed=args.seed).requests(rows)
+    requests = (TokenWorkload(args.seed, vocab=model_vocab(args.model)).requests(rows) if args.engines
+                else ChatWorkload(seed=args.seed).requests(rows))
     print(f"load: {len(rows)} requests from {args.trace.name} over {args.duration:.0f} s "
           f"(rate x{args.rate_scale:g}), streaming chat completions via {stack.router_url}", flush=True)
     watcher = Watcher({p: stack.logs(f"trainer-{p}") for p in stack.trainer_urls}, stack.predictor_urls, stats,
@@ -93,14 +108,27 @@ async def _drive(stack: Stack, args: argparse.Namespace, stats: LoadStats) -> tu
     return watcher, metrics
 
 
+def model_vocab(model_dir: Path) -> int:
+    info = model_dir / "tiny_model.json"
+    return int(orjson.loads(info.read_bytes())["vocab"]) if info.is_file() else 8192
+
+
+def pools(args: argparse.Namespace) -> tuple[tuple[PoolSpec, ...], str]:
+    if args.engines:
+        engine = PoolSpec("engine", args.engines, 4096, engine=EngineSpec(model_dir=args.model))
+        return (engine,), f"one pool of {args.engines} real vLLM engines ({args.model.name}, one core each)"
+    return (SHORT, LONG), "short 3 pods / 4096 ctx, long 2 pods / 32768 ctx"
+
+
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher]:
     shutil.rmtree(args.workdir, ignore_errors=True)
     args.workdir.mkdir(parents=True)
-    spec = StackSpec(pools=(SHORT, LONG), time_scale=args.time_scale, retrain_interval_s=args.retrain_interval,
+    pool_specs, described = pools(args)
+    spec = StackSpec(pools=pool_specs, time_scale=args.time_scale, retrain_interval_s=args.retrain_interval,
                      sync_interval_s=1.0, min_samples_for_retrain=30, seed=args.seed,
                      router={"predictor_timeout_ms": 50.0})
     started = time.monotonic()
-    print(f"starting the stack in {args.workdir} (pools: short 3 pods / 4096 ctx, long 2 pods / 32768 ctx; "
+    print(f"starting the stack in {args.workdir} (pools: {described}; "
           f"trainer + predictor per pool; router) ...", flush=True)
     with Stack(spec, args.workdir) as stack:
         print(f"stack up in {time.monotonic() - started:.1f} s: router {stack.router_url}", flush=True)
@@ -120,7 +148,8 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher
             screenshots.take({"router-ui": stack.router_url + "/ui?refresh=0",
                               "trainer-ui": stack.trainer_urls["short"] + "/ui?refresh=0"}, args.screenshots)
     settings = {"duration_s": args.duration, "rate_scale": args.rate_scale, "time_scale": args.time_scale,
-                "retrain_interval_s": args.retrain_interval, "trace": args.trace.name, "seed": args.seed}
+                "retrain_interval_s": args.retrain_interval, "trace": args.trace.name, "seed": args.seed,
+                "engines": args.engines, "pods": "vllm-cpu" if args.engines else "sim"}
     joined = join(stats.records, watcher.routed, watcher.bundles)
     summary = build_summary(stats.records, watcher, metrics, time.monotonic() - started, settings, joined)
     summary["peak_rss_mib"] = peak_rss
@@ -135,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: all child processes stopped", file=sys.stderr)
         return 130
-    except StartupError as exc:
+    except (StartupError, EngineMissing) as exc:
         print(f"demo: the stack did not start: {exc}", file=sys.stderr)
         return 1
     print_report(summary)

@@ -77,7 +77,7 @@ async def send(client: httpx.AsyncClient, url: str, req: DemoRequest, stats: Loa
             rec.written_wall = time.time()
 
     try:
-        async with client.stream("POST", url + "/v1/chat/completions", json=req.body,
+        async with client.stream("POST", url + req.route, json=req.body,
                                  headers={**(headers or {}), "x-request-id": request_id},
                                  extensions={"trace": trace}) as resp:
             rec.status = resp.status_code
@@ -110,7 +110,7 @@ def _account(rec: Record, line: str) -> None:
         rec.error = str(chunk["error"].get("type", "stream_error"))
         return
     choices = chunk.get("choices") or []
-    if choices and choices[0].get("delta", {}).get("content"):
+    if choices and (choices[0].get("delta", {}).get("content") or choices[0].get("text")):
         rec.chunks += 1
         if rec.ttft_ms is None:
             rec.ttft_ms = (time.monotonic() - rec.sent_at) * 1000.0

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from demo.engine import ENGINE_STARTUP_S, EngineSpec, start_engines
 from demo.procs import LOOPBACK, PortAllocator, ProcessSet
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,6 +30,8 @@ class PoolSpec:
     max_num_seqs: int | None = None
     gpu_memory_utilization: float | None = None
     preset: str = "llama3-8b-a100"
+    engine: EngineSpec | None = None
+    """Real vLLM engines (``demo.engine``, one core each) instead of sim pods."""
 
 
 SHORT = PoolSpec("short", 3, 4096, max_num_seqs=256)
@@ -53,10 +56,11 @@ class StackSpec:
 class Stack:
     """Start with ``with Stack(spec, workdir) as stack:``; URLs are attributes once started."""
 
-    def __init__(self, spec: StackSpec, workdir: Path, startup_timeout_s: float = 90.0) -> None:
+    def __init__(self, spec: StackSpec, workdir: Path, startup_timeout_s: float | None = None) -> None:
         self.spec = spec
         self.workdir = workdir
-        self.startup_timeout_s = startup_timeout_s
+        engines = any(p.engine is not None for p in spec.pools)
+        self.startup_timeout_s = startup_timeout_s or (ENGINE_STARTUP_S if engines else 90.0)
         self.procs = ProcessSet(workdir / "logs", cwd=REPO)
         self.ports = PortAllocator()
         self.pod_urls: dict[str, list[str]] = {}
@@ -98,6 +102,10 @@ class Stack:
         return config
 
     def _start_pods(self, pool: PoolSpec) -> None:
+        if pool.engine is not None:
+            self.pod_urls[pool.name] = start_engines(self.procs, self.ports, pool.engine, pool.pods,
+                                                     prefix=f"engine-{pool.name}")
+            return
         base = self.ports.take(pool.pods)
         argv = [sys.executable, "-m", "sim.pod", "--host", LOOPBACK, "--port", str(base),
                 "--count", str(pool.pods), "--preset", pool.preset, "--max-model-len", str(pool.max_model_len),

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sim.workload.tokens import token_requests
+from sim.workload.trace import TraceRequest
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_TRACE = REPO.parent / "shared" / "data" / "azure_llm_2023_conv.csv"
 _WORDS = ("cache", "token", "route", "pod", "queue", "batch", "model", "prefix", "latency", "stream",
@@ -44,7 +47,8 @@ class DemoRequest:
     output_tokens: int
     body: dict[str, Any]
     kind: str
-    """``followup``, ``system`` or ``unique``."""
+    """``followup``, ``system`` or ``unique`` (chat); ``tokens`` (token-id completions for real engines)."""
+    route: str = "/v1/chat/completions"
 
 
 def load_trace(path: Path, rate_scale: float, duration_s: float, start_s: float = 0.0) -> list[TraceRow]:
@@ -129,3 +133,25 @@ class ChatWorkload:
             self._sessions.append(conv)
         conv.messages, conv.context_tokens, conv.last_seen = turn, row.prompt_tokens + row.output_tokens, row.arrival_s
         return messages, kind
+
+
+class TokenWorkload:
+    """Trace rows as streaming ``/v1/completions`` with token-id prompts for real engines: the simulator's
+    session model gives the prefix structure (shared system prompts, resent conversations), prompts that do
+    not fit ``max_model_len`` are clipped (counted in ``clipped``), ``ignore_eos`` makes every request
+    generate exactly the trace's output length."""
+
+    def __init__(self, seed: int = 0, max_model_len: int = 4096, vocab: int = 8192, block_size: int = 16,
+                 model: str = "tiny") -> None:
+        self._seed, self._max_len, self._vocab, self._block = seed, max_model_len, vocab, block_size
+        self._model = model
+        self.clipped = 0
+
+    def requests(self, rows: list[TraceRow]) -> Iterator[DemoRequest]:
+        trace = [TraceRequest(f"r{i}", r.arrival_s, r.prompt_tokens, r.output_tokens) for i, r in enumerate(rows)]
+        for req in token_requests(trace, self._max_len, self._seed):
+            self.clipped += req.clipped
+            body = {"model": self._model, "prompt": req.token_ids(self._block, self._vocab), "stream": True,
+                    "max_tokens": req.output_tokens, "ignore_eos": True}
+            yield DemoRequest(req.index, req.arrival_s, req.prompt_tokens, req.output_tokens, body, "tokens",
+                              "/v1/completions")
