@@ -31,7 +31,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings = settings.model_copy(update={"bundle_dir": None})
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, loop="uvloop", http="httptools",
-                access_log=False, log_level=settings.log_level.lower(), workers=1)
+                access_log=False, log_level=settings.log_level.lower(), workers=1,
+                timeout_keep_alive=settings.keepalive_timeout_sec)
 
 
 if __name__ == "__main__":

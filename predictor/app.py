@@ -49,7 +49,8 @@ def make_source(settings: PredictorSettings, tokens: Tokens | None = None) -> Bu
         return BundleDirSource(Path(settings.bundle_dir), settings.hmac_key, settings.dir_watch_interval_sec)
     return HttpPullSource(settings.training_server_url, Path(settings.local_model_dir), settings.hmac_key,
                           timeout_s=settings.http_timeout, retries=settings.download_retries,
-                          keep=settings.keep_local_bundles, token=None if tokens is None else tokens.read)
+                          keep=settings.keep_local_bundles, token=None if tokens is None else tokens.read,
+                          max_idle_s=settings.keepalive_timeout_sec / 2)
 
 
 def _version_headers(serving: Serving | None) -> dict[str, str] | None:

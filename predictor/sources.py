@@ -44,6 +44,7 @@ from shared.bundle import (
     versions_on_disk,
 )
 from shared.errors import BundleError, LatencyError
+from shared.keepalive import CLIENT_MAX_IDLE_S
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,8 @@ class HttpPullSource:
     local_is_published = False
 
     def __init__(self, base_url: str, local_dir: Path, key: bytes | None, *, timeout_s: float = 30.0,
-                 retries: int = 3, keep: int = 2, token: TokenSource | None = None) -> None:
+                 retries: int = 3, keep: int = 2, token: TokenSource | None = None,
+                 max_idle_s: float = CLIENT_MAX_IDLE_S) -> None:
         self.location = base_url.rstrip("/")
         self._local = local_dir
         self._key = key
@@ -138,7 +140,10 @@ class HttpPullSource:
         self._retries = retries
         self._keep = keep
         self._token = token
-        self._client = httpx.AsyncClient(base_url=self.location, timeout=timeout_s)
+        # a pooled connection idle longer than max_idle_s is dropped, never reused: the trainer must not close it first
+        self._client = httpx.AsyncClient(base_url=self.location, timeout=timeout_s,
+                                         limits=httpx.Limits(max_connections=100, max_keepalive_connections=20,
+                                                             keepalive_expiry=max_idle_s))
 
     def _headers(self, extra: dict[str, str] | None) -> dict[str, str]:
         auth = self._token.header() if self._token is not None else {}

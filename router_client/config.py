@@ -15,6 +15,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from router_client.errors import RouterConfigError
+from shared.keepalive import CLIENT_MAX_IDLE_S
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 _DNS_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
@@ -277,6 +278,9 @@ class ReporterConfig(BaseModel):
                                  ge=1)
     max_flush_rows: int = Field(default=10000, description="Rows per POST /add_training_data_bulk.", ge=1)
     timeout_s: float = Field(default=5.0, description="HTTP timeout of a flush.", gt=0)
+    max_idle_s: float = Field(
+        default=CLIENT_MAX_IDLE_S, description="A kept-alive connection to a trainer idle longer than this is closed "
+        "instead of reused; keep it below the trainers' LATENCY_KEEPALIVE_TIMEOUT_SEC (120).", gt=0)
     trainer_token: SecretStr | None = Field(
         default=None, description="Bearer token sent to every pool's trainer (its LATENCY_WRITE_TOKEN). Prefer "
         "trainer_token_file.", min_length=1)
@@ -366,6 +370,10 @@ class RouterConfig(BaseModel):
         default=10000, description="Row cap of one bulk call (contract limit).", ge=1, le=10000)
     predictor_backoff_s: float = Field(
         default=1.0, description="A predictor URL that failed is skipped for this long (unless all failed).", ge=0)
+    predictor_max_idle_s: float = Field(
+        default=CLIENT_MAX_IDLE_S, description="A kept-alive connection to a predictor idle longer than this is "
+        "closed instead of reused; keep it below the predictors' LATENCY_KEEPALIVE_TIMEOUT_SEC (120; 4 for a "
+        "server at uvicorn's default 5 s).", gt=0)
 
     @model_validator(mode="after")
     def _unique_pools(self) -> RouterConfig:

@@ -28,6 +28,7 @@ import orjson
 
 from router_client.errors import PredictionUnavailable, RouterConfigError
 from router_client.http1 import ConnectFailed, Http1Error, Http1Exchange, Http1Pool
+from shared.keepalive import CLIENT_MAX_IDLE_S
 
 
 class Prediction(NamedTuple):
@@ -95,14 +96,16 @@ def _expire(waiter: _Waiter, budget_s: float) -> None:
 
 class PredictorClient:
     """Bulk predictions for one pool. ``pool``: a shared :class:`Http1Pool`, or ``None`` to own one
-    (closed by :meth:`aclose`). Raises ``RouterConfigError`` for a URL that is not ``http(s)://host[:port]``."""
+    (closed by :meth:`aclose`; its connections idle longer than ``max_idle_s`` are not reused). Raises
+    ``RouterConfigError`` for a URL that is not ``http(s)://host[:port]``."""
 
     def __init__(self, pool: Http1Pool | None, urls: Sequence[str], *, timeout_s: float, window_s: float,
-                 max_rows: int, backoff_s: float, clock: Callable[[], float], quantile: float | None = None) -> None:
+                 max_rows: int, backoff_s: float, clock: Callable[[], float], quantile: float | None = None,
+                 max_idle_s: float = CLIENT_MAX_IDLE_S) -> None:
         if not urls:
             raise ValueError("PredictorClient needs at least one URL")
         self._owns_pool = pool is None
-        self._pool = Http1Pool(connect_timeout_s=timeout_s) if pool is None else pool
+        self._pool = Http1Pool(connect_timeout_s=timeout_s, max_idle_s=max_idle_s) if pool is None else pool
         self._urls = [u.rstrip("/") for u in urls]
         self._quantile = quantile
         path = _PATH if quantile is None else f"{_PATH}?quantiles={format(quantile, 'g')}"

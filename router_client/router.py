@@ -120,15 +120,17 @@ class Router:
     async def start(self) -> None:
         """Resolve the discovered pools once, open the HTTP client and start discovery, the scraper, the reporter
         and the predictor clients."""
-        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
-        self._http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(5.0))
         cfg = self.config
+        limits = httpx.Limits(max_connections=256, max_keepalive_connections=64,
+                              keepalive_expiry=cfg.reporter.max_idle_s)
+        self._http = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(5.0))
         for pool in cfg.pools:
             if pool.predictor_urls:
                 self._predictors[pool.name] = PredictorClient(
                     None, pool.predictor_urls, timeout_s=cfg.predictor_http_timeout_ms / 1e3,
                     window_s=cfg.coalesce_window_ms / 1e3, max_rows=cfg.max_coalesced_rows,
-                    backoff_s=cfg.predictor_backoff_s, clock=self._clock, quantile=cfg.slo.admission_quantile)
+                    backoff_s=cfg.predictor_backoff_s, clock=self._clock, quantile=cfg.slo.admission_quantile,
+                    max_idle_s=cfg.predictor_max_idle_s)
         self._scrape_pool = Http1Pool(connect_timeout_s=cfg.scraper.timeout_s)
         self._scraper = MetricsScraper(self._scrape_pool, self._state, cfg.scraper, self._metrics,
                                        self.members.scrape_targets, self.members.scraped)

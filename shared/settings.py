@@ -14,6 +14,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from shared.columns import Bounds
 from shared.features import FeatureSpec
+from shared.keepalive import SERVER_KEEPALIVE_S
 
 
 def _contract_bool(value: Any) -> Any:
@@ -75,6 +76,11 @@ class CommonSettings(BaseSettings):
     strict_fields: Flag = env(
         "LATENCY_STRICT_FIELDS", False, "Reject unknown request fields with 422 naming the field. Default: accepted "
         "(llm-d compatibility), counted per name in a metric and logged once per name.")
+    keepalive_timeout_sec: int = env(
+        "LATENCY_KEEPALIVE_TIMEOUT_SEC", SERVER_KEEPALIVE_S, "Seconds an idle keep-alive connection is kept open "
+        "(uvicorn's default is 5). Keep it above every client's idle timeout: the llm-d Go client reuses connections "
+        "idle up to 90 s and does not retry a POST the server closed under it; the router drops connections idle > "
+        "60 s (`predictor_max_idle_s`, `reporter.max_idle_s`), the predictor's bundle puller > half of this.", ge=1)
 
     @model_validator(mode="after")
     def _one_token_source(self) -> CommonSettings:

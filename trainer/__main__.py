@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(),
-                            access_log=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+                            access_log=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                            timeout_keep_alive=settings.keepalive_timeout_sec)
     _Server(config, app.state.service.live.close).run()
 
 

@@ -22,6 +22,8 @@ class Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.received_any = False
+        self.idle_since = 0.0
+        """When the pool last took it back (its clock); a connection idle too long is not reused."""
         self._parser = httptools.HttpResponseParser(self)
         self._headers: list[tuple[bytes, bytes]] = []
         self._head_complete = False

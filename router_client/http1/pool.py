@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from urllib.parse import urlsplit
 
 from router_client.http1.connection import Connection
 from router_client.http1.errors import BodySink, ConnectFailed, StreamBroken
+from shared.keepalive import POD_MAX_IDLE_S
 
 Origin = tuple[str, int, bool]
 """(host, port, tls)"""
@@ -125,12 +127,18 @@ class Http1Pool:
     """Per-origin LIFO pools of idle keep-alive connections (``http://`` and ``https://`` URLs).
 
     ``ssl_context``: used for ``https://`` origins (server certificate and host name verified);
-    ``None`` = ``ssl.create_default_context()`` (the system trust store)."""
+    ``None`` = ``ssl.create_default_context()`` (the system trust store). ``max_idle_s``: a connection
+    idle longer than this is closed instead of reused — keep it below the servers' keep-alive timeout,
+    so that a server never closes a connection just as a request is written to it (the default suits
+    uvicorn's 5 s, e.g. vLLM)."""
 
     def __init__(self, connect_timeout_s: float = 5.0, max_idle_per_origin: int = 256,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, max_idle_s: float = POD_MAX_IDLE_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._connect_timeout_s = connect_timeout_s
         self._max_idle = max_idle_per_origin
+        self._max_idle_s = max_idle_s
+        self._clock = clock
         self._ssl_context = ssl_context
         self._idle: dict[Origin, list[Connection]] = {}
         self._origins: dict[str, tuple[Origin, str]] = {}
@@ -188,11 +196,19 @@ class Http1Pool:
 
     def _checkout(self, origin: Origin) -> Connection | None:
         idle = self._idle.get(origin)
+        if not idle:
+            return None
+        stale_before = self._clock() - self._max_idle_s
         while idle:
             conn = idle.pop()
-            if not conn.closed:
-                conn.reset()
-                return conn
+            if conn.closed:
+                continue
+            if conn.idle_since < stale_before:  # LIFO: every connection below it has been idle longer still
+                conn.close()
+                self._close_all(idle)
+                return None
+            conn.reset()
+            return conn
         return None
 
     async def connect(self, origin: Origin) -> Connection:
@@ -220,6 +236,7 @@ class Http1Pool:
         if len(idle) >= self._max_idle:
             conn.close()
             return
+        conn.idle_since = self._clock()
         idle.append(conn)
 
     def forget(self, base_url: str) -> None:
@@ -227,11 +244,15 @@ class Http1Pool:
         found = self._origins.pop(base_url, None)
         if found is None:
             return
-        for conn in self._idle.pop(found[0], []):
-            conn.close()
+        self._close_all(self._idle.pop(found[0], []))
 
     async def aclose(self) -> None:
         for idle in self._idle.values():
-            for conn in idle:
-                conn.close()
+            self._close_all(idle)
         self._idle.clear()
+
+    @staticmethod
+    def _close_all(idle: list[Connection]) -> None:
+        for conn in idle:
+            conn.close()
+        idle.clear()

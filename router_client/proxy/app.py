@@ -129,7 +129,8 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         router = Router(config)
         upstream = make_pool(settings)
-        client = httpx.AsyncClient(timeout=httpx.Timeout(2.0))
+        client = httpx.AsyncClient(timeout=httpx.Timeout(2.0), limits=httpx.Limits(
+            max_connections=100, max_keepalive_connections=20, keepalive_expiry=settings.pod_max_idle_s))
         ui = UiState(router, StatusHistory(), RequestLog())
         state = ProxyState(router, Forwarder(router, upstream, proxy_metrics, requests=ui.requests),
                            ModelCatalog(client, router.pod_urls, settings.served_model_name), proxy_metrics, ui)

@@ -25,6 +25,7 @@ from router_client.proxy.relay import RelayResponse, StreamRelay
 from router_client.proxy.upstream import ConnectFailed, UpstreamError, UpstreamPool, UpstreamResponse
 from router_client.request_log import RequestLog
 from router_client.router import Decision, Router
+from shared.keepalive import POD_MAX_IDLE_S
 
 _FORWARDED_HEADERS = ("authorization", "traceparent", "tracestate")
 _PASSED_BACK_HEADERS = (b"content-type", b"cache-control")
@@ -38,6 +39,9 @@ class ForwardSettings:
     """Connecting to a pod; beyond this the request fails with 502."""
     max_idle_per_pod: int = 256
     """Idle keep-alive connections kept per pod."""
+    pod_max_idle_s: float = POD_MAX_IDLE_S
+    """A kept-alive connection to a pod idle longer than this is closed instead of reused (below the pods'
+    keep-alive timeout: vLLM's uvicorn closes idle connections after 5 s)."""
     served_model_name: str | None = None
     """Answer ``/v1/models`` with this name instead of asking the pods."""
     pod_ca_file: str | None = None
@@ -47,7 +51,8 @@ class ForwardSettings:
 def make_pool(settings: ForwardSettings) -> UpstreamPool:
     """The shared keep-alive connections to the pods: no read timeout (long streams), bounded connect."""
     context = ssl.create_default_context(cafile=settings.pod_ca_file) if settings.pod_ca_file else None
-    return UpstreamPool(settings.connect_timeout_s, settings.max_idle_per_pod, ssl_context=context)
+    return UpstreamPool(settings.connect_timeout_s, settings.max_idle_per_pod, ssl_context=context,
+                        max_idle_s=settings.pod_max_idle_s)
 
 
 class Forwarder:
