@@ -12,8 +12,15 @@ from router_client.config import PluginSpec
 from router_client.errors import RouterConfigError
 from router_client.scheduling.contracts import Filter, Picker, Scorer
 from router_client.scheduling.filters import prefix_affinity, slo_headroom
-from router_client.scheduling.pickers import max_score, weighted_random
-from router_client.scheduling.scorers import composite, kv_utilization, latency_headroom, prefix_cache, queue_depth
+from router_client.scheduling.pickers import max_score, round_robin, weighted_random
+from router_client.scheduling.scorers import (
+    composite,
+    in_flight,
+    kv_utilization,
+    latency_headroom,
+    prefix_cache,
+    queue_depth,
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,8 @@ def default_registry() -> PluginRegistry:
     reg.register("queue-scorer", "scorer", queue_depth.QueueDepth, queue_depth.Params)
     reg.register("kv-cache-utilization-scorer", "scorer", kv_utilization.KvUtilization, kv_utilization.Params)
     reg.register("prefix-cache-scorer", "scorer", prefix_cache.PrefixCache, prefix_cache.Params)
+    reg.register("in-flight-scorer", "scorer", in_flight.InFlight, in_flight.Params)
     reg.register("weighted-random", "picker", weighted_random.WeightedRandom, weighted_random.Params)
     reg.register("max", "picker", max_score.MaxScore, max_score.Params)
+    reg.register("round-robin", "picker", round_robin.RoundRobin, round_robin.Params)
     return reg
