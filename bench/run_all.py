@@ -8,7 +8,7 @@ import sys
 
 BENCHES = ("bench.bench_trainer", "bench.bench_predictor", "bench.bench_sim", "bench.bench_router",
            "bench.bench_proxy", "bench.bench_http_client", "bench.bench_predictor_openloop", "bench.bench_stack_rss",
-           "bench.bench_security", "bench.bench_dualpool", "bench.bench_pages")
+           "bench.bench_security", "bench.bench_dualpool", "bench.bench_pages", "bench.bench_keepalive")
 
 
 def main() -> int:
