@@ -32,6 +32,9 @@ class PoolSpec:
     preset: str = "llama3-8b-a100"
     engine: EngineSpec | None = None
     """Real vLLM engines (``demo.engine``, one core each) instead of sim pods."""
+    urls: tuple[str, ...] = ()
+    """Pods that already run (e.g. engines shared by several stacks): the stack neither starts nor stops them
+    and ``pods`` is ignored."""
 
 
 SHORT = PoolSpec("short", 3, 4096, max_num_seqs=256)
@@ -102,6 +105,9 @@ class Stack:
         return config
 
     def _start_pods(self, pool: PoolSpec) -> None:
+        if pool.urls:
+            self.pod_urls[pool.name] = list(pool.urls)
+            return
         if pool.engine is not None:
             self.pod_urls[pool.name] = start_engines(self.procs, self.ports, pool.engine, pool.pods,
                                                      prefix=f"engine-{pool.name}")
