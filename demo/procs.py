@@ -145,10 +145,10 @@ class ProcessSet:
                 time.sleep(0.1)
 
     def kill(self, name: str) -> None:
-        """SIGKILL one child (crash tests)."""
+        """SIGKILL one child and its process group (crash tests; a vLLM server's engine core dies with it)."""
         child = self.children[name]
         if child.alive():
-            child.popen.send_signal(signal.SIGKILL)
+            _kill_group(child)
             child.popen.wait(10)
 
     def stop(self, name: str, grace_s: float = 5.0) -> None:
@@ -170,8 +170,10 @@ class ProcessSet:
             try:
                 child.popen.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                child.popen.kill()
+                _kill_group(child)
                 child.popen.wait(5)
+        for child in self.children.values():
+            _reap_group(child)
 
     def __enter__(self) -> ProcessSet:
         return self
@@ -179,6 +181,22 @@ class ProcessSet:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop_all()
+
+
+def _kill_group(child: Child) -> None:
+    """SIGKILL the child's session (it was started as its own session leader, so pgid = pid)."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        child.popen.kill()
+
+
+def _reap_group(child: Child) -> None:
+    """SIGKILL what is left of a stopped child's session (e.g. a worker process its leader did not stop)."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _ok(client: httpx.Client, url: str) -> bool:

@@ -42,6 +42,10 @@ class RequestRecord:
     """Wall-clock seconds: upstream request about to be sent (after the routing decision)."""
     first_token_at: float | None
     ended_at: float
+    prompt_tokens: int = 0
+    """Prompt tokens the decision used (exact, or estimated from bytes)."""
+    prefix_cache_score: float | None = None
+    """The router's estimate, at dispatch, of the share of the prompt cached on the chosen pod."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,6 +78,10 @@ class _PoolCounts:
     coverage: dict[str, Coverage] = field(default_factory=lambda: {t: Coverage() for t in TARGETS})
 
 
+def _score(value: float | int | str | None) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
 class RequestLog:
     """Single-threaded (the proxy's event loop): ``add`` per finished request, readers take copies."""
 
@@ -95,7 +103,8 @@ class RequestLog:
         rec = RequestRecord(self._seq, d.request_id, d.pool, d.pod_url or "", d.fallback, d.predicted_ttft_ms,
                             d.predicted_tpot_ms, d.raw_predicted_ttft_ms, d.raw_predicted_tpot_ms,
                             None if error else ttft_ms, None if error else tpot_ms, output_tokens, error,
-                            self.wall(received), self.wall(started), first, self.wall(started) + e2e_ms / 1e3)
+                            self.wall(received), self.wall(started), first, self.wall(started) + e2e_ms / 1e3,
+                            d.prompt_tokens, _score(d.features.get("prefix_cache_score")))
         self._records.append(rec)
         counts = self._pools.setdefault(d.pool, _PoolCounts())
         counts.requests += 1
