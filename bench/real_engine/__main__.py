@@ -53,6 +53,7 @@ def result_doc(args: argparse.Namespace, runs: dict[str, PolicyRun], spec: Engin
         doc["clipped_prompts"] = workload.clipped
         doc["fallbacks_by_reason"] = {p["name"]: p.get("fallbacks", {}) for p in run.status.get("pools", [])}
         doc["bundles"] = run.bundles
+        doc["load_average"] = run.load_average
         policies[name] = doc
     return {"policies": policies, "engines": engines.describe(spec, args.engines),
             "settings": settings_doc(args, workload)}

@@ -4,6 +4,7 @@ then the router's own records of every request and its status."""
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -41,6 +42,8 @@ class PolicyRun:
     status: dict[str, Any]
     bundles: list[dict[str, Any]] = field(default_factory=list)
     """Bundles the predictor served during the run: seconds since the first request, version, prior."""
+    load_average: dict[str, float] = field(default_factory=dict)
+    """The machine's 1-minute load average when the load started and when it ended (others share the cores)."""
 
 
 def stack_spec(policy: RouterPolicy, s: RunSettings) -> StackSpec:
@@ -77,16 +80,18 @@ async def _drive(stack: Stack, policy: RouterPolicy, workload: Workload, headers
                  drain_s: float) -> PolicyRun:
     bundles: list[dict[str, Any]] = []
     watch = asyncio.create_task(_watch_bundles(stack.predictor_urls.get(POOL), bundles))
+    load_before = os.getloadavg()[0]
     try:
         stats = await run_open_loop(stack.router_url, workload.requests, headers, drain_s,
                                     progress_line(policy.name))
         await asyncio.sleep(1.5)
     finally:
         watch.cancel()
+    load = {"start": round(load_before, 2), "end": round(os.getloadavg()[0], 2)}
     async with httpx.AsyncClient(timeout=10.0) as client:
         routed = await router_records(client, stack.router_url)
         status = (await client.get(stack.router_url + "/status")).json()
-    return PolicyRun(stats.records, routed, status, bundles)
+    return PolicyRun(stats.records, routed, status, bundles, load)
 
 
 async def router_records(client: httpx.AsyncClient, router_url: str) -> list[dict[str, Any]]:
