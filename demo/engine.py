@@ -98,5 +98,5 @@ def reset_prefix_caches(urls: Sequence[str], timeout_s: float = 30.0) -> None:
                 raise RuntimeError(f"{url}/reset_prefix_cache answered {resp.status_code}: {resp.text[:200]}")
 
 
-ENGINE_STARTUP_S = 240.0
+ENGINE_STARTUP_S = 420.0
 """Health deadline for engines on a loaded 2-core machine (~45 s each when quiet; they start in parallel)."""

@@ -76,7 +76,7 @@ def test_router_measured_ttft_matches_the_engines_own(engine_stack: Stack) -> No
     with httpx.Client(timeout=120) as client:
         before = engine_metrics(client, pods, TTFT)
         for i in range(12):
-            got = stream(client, engine_stack.router_url, tokens(64 + 80 * i, 100 + i), 4, f"ttft-{i}")
+            got = stream(client, engine_stack.router_url, tokens(400 + 80 * i, 100 + i), 4, f"ttft-{i}")
             assert got.status == 200
         after = engine_metrics(client, pods, TTFT)
         records = wait_for(lambda: len(found := router_records(client, engine_stack.router_url, ids)) == 12
