@@ -35,6 +35,7 @@ from sim.engine.hardware import (
     ModelSpec,
     ProfileSpec,
 )
+from sim.engine.stepfit import StepFit
 
 __all__ = ["GIB", "PRESETS", "PROVISIONING_RULES", "EngineConfig", "GpuSpec", "ModelSpec", "ProfileSpec"]
 
@@ -66,6 +67,8 @@ class EngineConfig:
     """Relative standard deviation of the multiplicative step-time noise."""
     seed: int = 0
     served_model_name: str = ""
+    measured: StepFit | None = None
+    """Step times fitted to a real engine (:mod:`sim.engine.measured`); replaces ``gpu`` and ``profile``."""
 
     @property
     def model_name(self) -> str:

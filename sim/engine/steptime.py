@@ -9,6 +9,9 @@
 - decode attention reads every cached token's K and V once per step, each GPU its ``1 / TP`` share of
   the KV heads: ``kv_len * kv_bytes_per_token / TP`` at ``hbm_bytes_per_s * attn_bw_efficiency``.
 
+A config built from a measured profile (``cfg.measured``, :mod:`sim.engine.stepfit`) takes every
+coefficient and the token table (linear layers, nothing for all-reduce) from the engine it was measured on.
+
 ``speed_factor`` (scenarios: a throttled GPU, a noisy neighbour) multiplies every step's duration,
 including fast-forwarded decode runs; :meth:`StepTimeModel.base_ms` stays the nominal time.
 """
@@ -36,6 +39,9 @@ class StepCoefficients:
 
 
 def coefficients(cfg: EngineConfig) -> StepCoefficients:
+    if cfg.measured is not None:
+        f = cfg.measured
+        return StepCoefficients(f.overhead_ms, f.per_seq_ms, f.prefill_ms_per_qk, f.decode_ms_per_kv_token)
     m, g, tp = cfg.model, cfg.gpu, cfg.tensor_parallel_size
     flops_per_qk = 4.0 * m.n_layers * (m.n_heads / tp) * m.head_dim
     prefill = flops_per_qk / (g.peak_flops * g.attn_flops_efficiency) * 1e3
@@ -45,6 +51,8 @@ def coefficients(cfg: EngineConfig) -> StepCoefficients:
 
 def linear_ms_table(cfg: EngineConfig, max_tokens: int) -> tuple[float, ...]:
     """Profiled linear-layer milliseconds for 0..max_tokens batch tokens on one TP shard."""
+    if cfg.measured is not None:
+        return cfg.measured.token_ms_table(max_tokens)
     scale = cfg.profile.scale_for(cfg.model)
     return linear_table(profile_path(cfg.profile.file), cfg.model.n_layers, max_tokens, cfg.tensor_parallel_size,
                         scale)
@@ -53,7 +61,7 @@ def linear_ms_table(cfg: EngineConfig, max_tokens: int) -> tuple[float, ...]:
 def comm_ms_table(cfg: EngineConfig, max_tokens: int) -> tuple[float, ...]:
     """All-reduce milliseconds per step for 0..max_tokens batch tokens (zeros without TP)."""
     tp = cfg.tensor_parallel_size
-    if tp == 1:
+    if tp == 1 or cfg.measured is not None:
         return (0.0,) * (max_tokens + 1)
     if cfg.gpu.all_reduce_file is None:
         raise ConfigError(f"no all-reduce profile for {cfg.gpu.name}: tensor_parallel_size must be 1")

@@ -11,6 +11,7 @@ from sim.cluster.config import ClusterConfig, PoolSpec, parse_pools
 from sim.cluster.config_file import load_cluster_file
 from sim.engine.config import PRESETS, PROVISIONING_RULES, EngineConfig
 from sim.engine.errors import ConfigError
+from sim.engine.measured import load_profile
 from sim.paths import default_trace
 from sim.scenario import Scenario, load_scenario
 from sim.workload.budgets import DEFAULT_MAX_TOKENS_POLICY
@@ -23,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trace CSV (default: ../shared/data/azure_llm_2023_conv.csv)")
     p.add_argument("--pods", type=int, default=8, help="pods in the single default pool")
     p.add_argument("--preset", default="llama3-8b-a100", choices=sorted(PRESETS))
+    p.add_argument("--profile", type=Path, default=None,
+                   help="measured engine profile JSON (bench.engine_profile) instead of --preset, single pool")
     p.add_argument("--pools", default=None,
                    help="multi-pool spec name:count[:preset],... e.g. short:6,long:2")
     p.add_argument("--cluster-config", type=Path, default=None,
@@ -110,12 +113,18 @@ def engine_overrides(args: argparse.Namespace) -> dict[str, Any]:
 def cluster_from_args(args: argparse.Namespace) -> ClusterConfig:
     overrides = engine_overrides(args)
     extra: dict[str, Any] = {}
+    if args.cluster_config is not None and args.profile is not None:
+        raise ConfigError("--profile does not combine with --cluster-config")
     if args.cluster_config is not None:
         given = sorted(k for k, v in overrides.items() if v is not None)
         if given:
             raise ConfigError(f"engine override flags ({', '.join(given)}) do not combine with --cluster-config; "
                               "set those keys in the file")
         pools, extra = load_cluster_file(args.cluster_config)
+    elif args.profile is not None:
+        if args.pools:
+            raise ConfigError("--profile describes one engine: it does not combine with --pools")
+        pools = (PoolSpec("pod", args.pods, load_profile(args.profile).engine_config(**overrides)),)
     elif args.pools:
         pools = parse_pools(args.pools, args.preset, overrides)
     else:

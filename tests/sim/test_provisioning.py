@@ -112,5 +112,5 @@ def test_worst_case_70b_pool_under_replay_load_has_no_preemptions(shared_data: P
 def test_file_keys_cover_every_scalar_engine_field() -> None:
     import dataclasses
 
-    scalar = {f.name for f in dataclasses.fields(EngineConfig)} - {"preset", "model", "gpu", "profile"}
+    scalar = {f.name for f in dataclasses.fields(EngineConfig)} - {"preset", "model", "gpu", "profile", "measured"}
     assert set(FILE_KEYS) == scalar
