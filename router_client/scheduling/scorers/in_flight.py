@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from router_client.scheduling.contracts import Candidate, SchedulingRequest
+from router_client.scheduling.scorers.minmax import fewest_best
 
 
 class Params(BaseModel):
@@ -27,8 +28,4 @@ class InFlight:
         self.p = params
 
     def score(self, request: SchedulingRequest, candidates: Sequence[Candidate]) -> Sequence[float]:
-        counts = [c.running for c in candidates]
-        low, high = min(counts, default=0), max(counts, default=0)
-        if high == low:
-            return [1.0] * len(candidates)
-        return [(high - n) / (high - low) for n in counts]
+        return fewest_best([c.running for c in candidates])

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from router_client.scheduling.contracts import Candidate, SchedulingRequest
+from router_client.scheduling.scorers.minmax import fewest_best
 
 
 class Params(BaseModel):
@@ -24,8 +25,4 @@ class QueueDepth:
         self.p = params
 
     def score(self, request: SchedulingRequest, candidates: Sequence[Candidate]) -> Sequence[float]:
-        queues = [c.waiting for c in candidates]
-        low, high = min(queues, default=0), max(queues, default=0)
-        if high == low:
-            return [1.0] * len(candidates)
-        return [(high - q) / (high - low) for q in queues]
+        return fewest_best([c.waiting for c in candidates])
