@@ -303,7 +303,9 @@ def test_slow_pod_is_corrected_and_shows_in_metrics_and_status(kit: Any, fake_pr
             return seen, generate_latest(router.metrics_registry), router.status()
 
         cfg = config(urls, [purl], scheduler={"seed": 1, "exploration": 0.0, "min_share": 0.4},
-                     correction={"min_samples": 10, "relative": False})
+                     correction={"min_samples": 10, "relative": False, "half_life_s": 3600.0})
+        # a factor decays toward 1 with the wall time since its pod's last pair; a long half-life keeps that
+        # decay negligible however slowly a loaded machine runs the 120 decisions
         ds, text, status = run(cfg, body)
     late = [d for d in ds[-30:] if d.pod_url == slow]
     assert late, "anti-starvation keeps sending the slow pod some traffic"
