@@ -14,13 +14,14 @@ from sim.engine import EngineConfig
 from sim.pod import PodConfig, RunningPods, run_pods
 
 TIME_SCALE = 0.02
+NARROW_TIME_SCALE = 0.25  # slow enough that a full batch with a queue lasts seconds, even on a loaded machine
 
 
 @pytest.fixture(scope="module")
 def pods() -> Iterator[RunningPods]:
     fast = EngineConfig.from_preset("llama3-8b-a100", max_model_len=2048, seed=1)
     narrow = EngineConfig.from_preset("llama3-8b-a100", max_model_len=2048, max_num_seqs=4, seed=2)
-    with run_pods([PodConfig(fast, TIME_SCALE), PodConfig(narrow, TIME_SCALE, pool="narrow")]) as running:
+    with run_pods([PodConfig(fast, TIME_SCALE), PodConfig(narrow, NARROW_TIME_SCALE, pool="narrow")]) as running:
         yield running
 
 
@@ -118,7 +119,7 @@ async def _load(url: str, n: int) -> tuple[list[httpx.Response], str]:
         body = {"prompt": "load " * 100, "output_tokens": 300, "stream": True}
         tasks = [asyncio.create_task(client.post(url + "/v1/completions", json=body)) for _ in range(n)]
         during = ""
-        for _ in range(500):
+        while not all(t.done() for t in tasks):
             during = (await client.get(url + "/metrics")).text
             waiting = _metric(during, "vllm:num_requests_waiting")
             if waiting >= 1 and _metric(during, "vllm:num_requests_running") == 4:
