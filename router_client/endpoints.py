@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from router_client.candidates import pod_row
 from router_client.config import PoolConfig
-from shared.features import FeatureRow, feature_row
+from shared.features import FeatureRow
 
 Row = FeatureRow
 
@@ -122,22 +123,13 @@ class EndpointState:
     # -- features ---------------------------------------------------------------------------
     def feature_rows(self, pool: PoolConfig, pods: Sequence[str], prompt_tokens: int,
                      prefix_scores: Sequence[float]) -> list[Row]:
-        """The contract fields per pod of ``pods`` (of ``pool``; num_tokens_generated = 1, as the EPP sends;
-        what the router does not measure — decode tokens in flight, encoder sizes — keeps its default) plus
-        the configured ``pod_class``."""
+        """The contract row per pod of ``pods`` (of ``pool``, with its ``pod_type`` and each pod's configured
+        ``pod_class``): :func:`~router_client.candidates.pod_row` of the snapshot and the in-flight counts."""
         snap, running, prefill = self._snapshot, self._running, self._prefill
         rows: list[Row] = []
         for pod, prefix in zip(pods, prefix_scores, strict=True):
             m = snap.get(pod, NEVER_SCRAPED)
-            rows.append(feature_row({
-                "kv_cache_percentage": min(max(m.kv_cache, 0.0), 1.0),
-                "input_token_length": prompt_tokens,
-                "num_request_waiting": m.waiting,
-                "num_request_running": running.get(pod, 0),
-                "num_tokens_generated": 1,
-                "prefix_cache_score": prefix,
-                "pod_type": pool.pod_type,
-                "prefill_tokens_in_flight": max(prefill.get(pod, 0), 0),
-                "pod_class": pool.class_of(pod),
-            }))
+            rows.append(pod_row(prompt_tokens=prompt_tokens, kv_cache=m.kv_cache, waiting=m.waiting,
+                                running=running.get(pod, 0), prefill_tokens_in_flight=prefill.get(pod, 0),
+                                prefix_score=prefix, pod_type=pool.pod_type, pod_class=pool.class_of(pod)))
         return rows

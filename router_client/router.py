@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 from prometheus_client import CollectorRegistry
 
+from router_client.candidates import candidates as build_candidates
 from router_client.classifier import Budget, PoolClassifier
 from router_client.config import PoolConfig, RouterConfig
 from router_client.correction import PodCorrection
@@ -171,14 +172,13 @@ class Router:
         pods = self.members.pods(pool)  # this decision's pods, whatever discovery does while it awaits
         rows = self._state.feature_rows(pool_cfg, pods, budget.prompt_tokens, self._prefix.scores(pods, hashes))
         raw, fallback_reason = await self._predict(pool, rows, started) if pods else (None, None)
-        predictions = None if raw is None else [
-            Prediction(*p) for p in self.correction.apply(pods, raw, self._clock())]  # type: ignore[arg-type]
+        predictions = None if raw is None else self.correction.apply(pods, raw, self._clock())
         request = SchedulingRequest(
             info.request_id, budget.prompt_tokens,
             info.slo_ttft_ms if info.slo_ttft_ms is not None else self.config.slo.default_ttft_ms,
             info.slo_tpot_ms if info.slo_tpot_ms is not None else self.config.slo.default_tpot_ms,
             info.sheddable)
-        candidates = self._live(pool, pods, _candidates(pods, rows, predictions))
+        candidates = self._live(pool, pods, build_candidates(pods, rows, predictions))
         outcome = self._core.decide(pool, request, candidates)
         decision = self._finish(info, budget, rows, outcome, fallback_reason, raw)
         if decision.pod_url is not None:
@@ -335,13 +335,3 @@ class Router:
         """Every pod of every pool now (resolved, then leaving)."""
         return self.members.all_pods()
 
-
-def _candidates(pods: tuple[str, ...], rows: list[Features], predictions: list[Prediction] | None) -> list[Candidate]:
-    out = []
-    for i, (pod, row) in enumerate(zip(pods, rows, strict=True)):
-        p = predictions[i] if predictions is not None else Prediction(None, None)  # type: ignore[arg-type]
-        out.append(Candidate(pod, float(row["kv_cache_percentage"]), int(row["num_request_waiting"]),
-                             int(row["num_request_running"]), int(row["prefill_tokens_in_flight"]),
-                             float(row["prefix_cache_score"]), p.ttft_ms, p.tpot_ms, i, p.admit_ttft_ms,
-                             p.admit_tpot_ms))
-    return out

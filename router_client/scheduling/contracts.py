@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Candidate:
-    """One pod of the chosen pool as the router sees it for this request."""
+    """One pod of the chosen pool as the router sees it for this request (keyword fields; the router and the
+    replay policies build it with :func:`router_client.candidates.candidates`)."""
 
     pod: str
     kv_cache: float

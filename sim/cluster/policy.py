@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from shared.features import RAW_FEATURE_NAMES, TARGET_FIELDS, FeatureRow, feature_row
+from router_client.candidates import pod_row
+from shared.features import RAW_FEATURE_NAMES, TARGET_FIELDS, FeatureRow
 
 FEATURE_FIELDS: tuple[str, ...] = RAW_FEATURE_NAMES
 """The PredictionRequest fields of the llm-d wire contract (section 2.1), then our extensions (``pod_class``),
@@ -77,19 +78,12 @@ class PodSnapshot:
     ``pod_class`` extension feature so one model can serve a mixed pool ("" = unknown)."""
 
     def features(self, request: RequestView, num_tokens_generated: int = 1) -> FeatureRow:
-        """The contract fields exactly as a router sends them for this (request, pod); fields a router
-        does not measure (decode tokens in flight, encoder sizes) keep their defaults."""
-        return feature_row({
-            "kv_cache_percentage": self.metrics.kv_cache_usage,
-            "input_token_length": request.prompt_tokens,
-            "num_request_waiting": self.metrics.num_requests_waiting,
-            "num_request_running": self.in_flight,
-            "num_tokens_generated": num_tokens_generated,
-            "prefix_cache_score": self.prefix_cache_score,
-            "pod_type": self.pod_type,
-            "prefill_tokens_in_flight": self.prefill_tokens_in_flight,
-            "pod_class": self.pod_class,
-        })
+        """The contract fields exactly as a router sends them for this (request, pod)
+        (:func:`router_client.candidates.pod_row`, which the router's endpoint state uses too)."""
+        return pod_row(prompt_tokens=request.prompt_tokens, kv_cache=self.metrics.kv_cache_usage,
+                       waiting=self.metrics.num_requests_waiting, running=self.in_flight,
+                       prefill_tokens_in_flight=self.prefill_tokens_in_flight, prefix_score=self.prefix_cache_score,
+                       pod_type=self.pod_type, pod_class=self.pod_class, num_tokens_generated=num_tokens_generated)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from router_client.candidates import candidates as build_candidates
 from router_client.config import PluginSpec, SchedulerConfig
-from router_client.scheduling.contracts import Candidate, SchedulingRequest
+from router_client.scheduling.contracts import SchedulingRequest
 from router_client.scheduling.engine import Scheduler
 from sim.cluster.policy import Completion, Decision, PodSnapshot, PolicyContext, RequestView
 
@@ -53,9 +54,7 @@ class LoadPrefixPolicy:
         self.rng = random.Random(ctx.seed)
 
     def choose(self, request: RequestView, pods: Sequence[PodSnapshot]) -> Decision:
-        candidates = [Candidate(p.pod_id, p.metrics.kv_cache_usage, p.metrics.num_requests_waiting, p.in_flight,
-                                p.prefill_tokens_in_flight, p.prefix_cache_score, row=i)
-                      for i, p in enumerate(pods)]
+        candidates = build_candidates([p.pod_id for p in pods], [p.features(request) for p in pods])
         sreq = SchedulingRequest(request.request_id, request.prompt_tokens, request.slo_ttft_ms, request.slo_tpot_ms)
         result = self.scheduler.schedule(sreq, candidates, self.rng)
         index = 0 if result.index is None else result.index

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
+from router_client.candidates import candidates as build_candidates
 from router_client.config import SloConfig
 from router_client.correction import PodCorrection
 from router_client.pipeline import DecisionCore
-from router_client.scheduling.contracts import Candidate, SchedulingRequest
+from router_client.scheduling.contracts import SchedulingRequest
 from shared.columns import to_columns
+from shared.features import FeatureRow
 from sim.cluster.policy import Completion, Decision, PodSnapshot, PolicyContext, RequestView
 from sim.policies.options import ReplayOptions
 from sim.policies.pools import PoolSelector
@@ -28,11 +28,6 @@ from sim.policies.retrainer import InProcessRetrainer, RetrainSettings
 
 ALL = "all"
 """predicted-latency treats every pod of the cluster as one pool with one model."""
-
-
-def feature_columns(request: RequestView, pods: Sequence[PodSnapshot]) -> dict[str, np.ndarray]:
-    """The contract columns of every (request, pod) row, parsed exactly as a predictor parses them."""
-    return to_columns([p.features(request) for p in pods], ["pods"])
 
 
 class PredictedLatencyPolicy:
@@ -62,15 +57,10 @@ class PredictedLatencyPolicy:
     def choose(self, request: RequestView, pods: Sequence[PodSnapshot]) -> Decision:
         self._maybe_retrain(request.arrival_s)
         pool, cands = self.selector.select(request, pods) if self.selector is not None else (ALL, list(pods))
-        raw = self._predict(pool, request, cands)
-        predicted = None if raw is None else self.correction.apply([p.pod_id for p in cands], raw,
-                                                                   request.arrival_s)
-        candidates = [
-            Candidate(p.pod_id, p.metrics.kv_cache_usage, p.metrics.num_requests_waiting, p.in_flight,
-                      p.prefill_tokens_in_flight, p.prefix_cache_score,
-                      predicted[i][0] if predicted else None, predicted[i][1] if predicted else None, i)
-            for i, p in enumerate(cands)
-        ]
+        ids, rows = [p.pod_id for p in cands], [p.features(request) for p in cands]
+        raw = self._predict(pool, rows)
+        predicted = None if raw is None else self.correction.apply(ids, raw, request.arrival_s)
+        candidates = build_candidates(ids, rows, predicted)
         sreq = SchedulingRequest(request.request_id, request.prompt_tokens, request.slo_ttft_ms,
                                  request.slo_tpot_ms, self.opts.sheddable)
         outcome = self.core.decide(pool, sreq, candidates)
@@ -103,12 +93,11 @@ class PredictedLatencyPolicy:
         return {"retrains": self.retrains, **({"tuning": tuning} if tuning is not None else {})}
 
     # -- internals --------------------------------------------------------------------------
-    def _predict(self, pool: str, request: RequestView,
-                 cands: Sequence[PodSnapshot]) -> list[tuple[float, float]] | None:
+    def _predict(self, pool: str, rows: Sequence[FeatureRow]) -> list[tuple[float, float]] | None:
         model = self.models[pool].model
         if model is None:
             return None
-        cols = feature_columns(request, cands)
+        cols = to_columns(rows, ["pods"])
         return list(zip(model.predict("ttft", cols).tolist(), model.predict("tpot", cols).tolist(), strict=True))
 
     def _maybe_retrain(self, now: float) -> None:

@@ -15,7 +15,8 @@ REQ = SchedulingRequest("r", 100)
 
 
 def cand(pod: str, waiting: int = 0, running: int = 0, kv: float = 0.0) -> Candidate:
-    return Candidate(pod, kv, waiting, running, 0, 0.0)
+    return Candidate(pod=pod, kv_cache=kv, waiting=waiting, running=running, prefill_tokens_in_flight=0,
+                     prefix_score=0.0)
 
 
 def test_round_robin_cycles_in_candidate_order_ignoring_scores() -> None:

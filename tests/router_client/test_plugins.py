@@ -29,7 +29,8 @@ REQ = SchedulingRequest("r", 1000)
 
 def cand(pod: str, kv: float = 0.0, waiting: int = 0, running: int = 0, prefix: float = 0.0,
          ttft: float | None = None, tpot: float | None = None) -> Candidate:
-    return Candidate(pod, kv, waiting, running, 0, prefix, ttft, tpot, 0)
+    return Candidate(pod=pod, kv_cache=kv, waiting=waiting, running=running, prefill_tokens_in_flight=0,
+                     prefix_score=prefix, predicted_ttft_ms=ttft, predicted_tpot_ms=tpot)
 
 AFFINITY_CASES = [
     # (name, candidates, expected pods kept)

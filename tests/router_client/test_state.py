@@ -17,7 +17,8 @@ from router_client.scraper import parse_vllm_metrics, to_pod_metrics
 
 
 def cand(pod: str, ttft: float | None = None, tpot: float | None = None) -> Candidate:
-    return Candidate(pod, 0.0, 0, 0, 0, 0.0, ttft, tpot, 0)
+    return Candidate(pod=pod, kv_cache=0.0, waiting=0, running=0, prefill_tokens_in_flight=0, prefix_score=0.0,
+                     predicted_ttft_ms=ttft, predicted_tpot_ms=tpot)
 
 
 SYSTEM = "You are a helpful assistant. " * 10  # 290 chars → 4 full 64-char blocks
