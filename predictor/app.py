@@ -142,6 +142,7 @@ class PredictorApp:
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        access.check(app.routes)
         warn_if_open(self.tokens, access.ACCESS, "predictor", self.settings.host, self.settings.port)
         await self._first_bundle()
         gc.freeze()  # start-up objects (modules, boosters) leave the GC's view: shorter full collections
@@ -195,10 +196,12 @@ def _log_crash(task: asyncio.Task[None]) -> None:
 
 
 def create_app(settings: PredictorSettings, source: BundleSource | None = None) -> Starlette:
-    """Build the ASGI app; the sync loops run inside its lifespan."""
+    """Build the ASGI app; the sync loops run inside its lifespan. A route that ``predictor.access`` does not
+    declare fails here and at start-up (``shared.auth.RouteAccessError``)."""
     state = PredictorApp(settings, source)
     app = Starlette(routes=state.routes(), lifespan=state.lifespan, exception_handlers=dict(HANDLERS),  # type: ignore[arg-type]
                     middleware=access.middleware(settings, state.tokens, state.metrics.count_auth))
+    access.check(app.routes)
     app.state.predictor = state
     return app
 

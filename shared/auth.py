@@ -1,11 +1,14 @@
 """Bearer-token access control, enforced in one place per server: the ``BearerGuard`` ASGI middleware.
 
-Each server declares an ``AccessPolicy``: which (method, path) are WRITE (state-changing) and which are
-READ (model downloads). A WRITE endpoint needs the write token; a READ endpoint needs the read token or
-the write token. A level whose token is not configured is open, as upstream (the llm-d clients send no
-token). Outcomes: ``ok``, ``open`` (no token configured), ``missing`` (401, ``WWW-Authenticate: Bearer``)
-and ``invalid`` (403); each is counted per endpoint. Tokens come from the environment or from a file (a
-mounted Kubernetes Secret) that is re-read when it changes; comparison is constant-time.
+Each server declares an ``AccessPolicy`` naming every route it serves exactly once, as PUBLIC, READ (model
+downloads) or WRITE (state-changing). Deny by default: a server whose app has a route the policy does not
+declare refuses to start (``AccessPolicy.require_declared`` raises ``RouteAccessError`` naming the route),
+and a request that matches no rule is checked as a WRITE. A WRITE endpoint needs the write token; a READ
+endpoint needs the read token or the write token. A level whose token is not configured is open, as
+upstream (the llm-d clients send no token). Outcomes: ``ok``, ``open`` (no token configured), ``missing``
+(401, ``WWW-Authenticate: Bearer``) and ``invalid`` (403); each is counted per endpoint (PUBLIC ones are
+not). Tokens come from the environment or from a file (a mounted Kubernetes Secret) that is re-read when it
+changes; comparison is constant-time.
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ import hmac
 import logging
 import os
 import re
+from collections import Counter as Tally
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import SecretStr
+from starlette.routing import compile_path
 
 from shared.asgi import ASGIApp, Receive, Scope, Send, header, send_json
 from shared.settings import CommonSettings
@@ -30,6 +36,10 @@ log = logging.getLogger(__name__)
 class Level(StrEnum):
     WRITE = "write"
     READ = "read"
+    PUBLIC = "public"
+
+
+STRICTNESS = {Level.PUBLIC: 0, Level.READ: 1, Level.WRITE: 2}
 
 
 class Outcome(StrEnum):
@@ -41,6 +51,11 @@ class Outcome(StrEnum):
 
 class TokenConfigError(ValueError):
     """A token file that cannot be used at start-up (missing, unreadable or empty)."""
+
+
+class RouteAccessError(ValueError):
+    """The access policy and the app's routes disagree (a route undeclared or declared twice, a rule for no
+    route): the server refuses to start."""
 
 
 class TokenSource:
@@ -118,6 +133,8 @@ class Tokens:
                    TokenSource.of(s.read_token, s.read_token_file, "LATENCY_READ_TOKEN"))
 
     def check(self, level: Level, authorization: bytes | None) -> Outcome:
+        if level is Level.PUBLIC:
+            return Outcome.OPEN
         accepted = [self.write.current()]
         if level is Level.READ:
             if not self.read.configured:
@@ -144,8 +161,9 @@ def bearer(authorization: bytes | None) -> bytes | None:
 
 @dataclass(frozen=True)
 class Rule:
-    """``path``: exact, ``*`` standing for one path segment, or a prefix when it ends with ``/``.
-    ``endpoint`` labels the metric."""
+    """``path``: the route's path exactly as the app declares it (``/model/{name}/download``), matched with
+    Starlette's own ``compile_path``, so a rule matches the requests its route serves. ``endpoint`` labels
+    the metric."""
 
     method: str
     path: str
@@ -153,33 +171,84 @@ class Rule:
     endpoint: str
 
     def pattern(self) -> re.Pattern[str]:
-        body = "/".join(re.escape(part) if part != "*" else "[^/]+" for part in self.path.split("/"))
-        return re.compile(body + (".*" if self.path.endswith("/") else "") + r"\Z")
+        return compile_path(self.path)[0]
+
+
+def public(method: str, *paths: str) -> list[Rule]:
+    """PUBLIC rules for ``paths`` (never counted: the label is the path)."""
+    return [Rule(method, path, Level.PUBLIC, path) for path in paths]
+
+
+UNDECLARED = Rule("", "", Level.WRITE, "undeclared")  # what a request no rule matches is checked as
+
+
+class Served(NamedTuple):
+    """One (method, path) an app serves, and the name of the route serving it."""
+
+    method: str
+    path: str
+    name: str
+
+
+def served_routes(routes: Iterable[object]) -> list[Served]:
+    """What ``routes`` serve; a GET route's implicit HEAD is its GET. A route that does not list its methods
+    (a Mount, a WebSocket route, a Route without ``methods``) cannot be declared: ``RouteAccessError``."""
+    out: list[Served] = []
+    for route in routes:
+        name = getattr(route, "name", None) or type(route).__name__
+        path, methods = getattr(route, "path", None), getattr(route, "methods", None)
+        if not isinstance(path, str) or not methods:
+            raise RouteAccessError(f"route {name!r} ({type(route).__name__} at {path}) does not list its methods, "
+                                   "so it cannot be declared public, read or write")
+        implicit = {"HEAD"} if "GET" in methods else set()
+        out += [Served(method, path, name) for method in sorted(set(methods) - implicit)]
+    return out
 
 
 class AccessPolicy:
-    """Which requests need which token; ``match`` is a dict lookup for exact paths (the hot path)."""
+    """Which requests need which token. ``match`` is a dict lookup for exact paths (the hot path); where rules
+    overlap (an exact path that a templated rule matches too), the strictest of them applies, whichever route
+    the app's router picks."""
 
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules = tuple(rules)
-        self._exact = {(r.method, r.path): r for r in self.rules if "*" not in r.path and not r.path.endswith("/")}
-        self._patterns = [(r, r.pattern()) for r in self.rules if (r.method, r.path) not in self._exact]
+        twice = [key for key, n in Tally((r.method, r.path) for r in self.rules).items() if n > 1]
+        if twice:
+            raise RouteAccessError("declared more than once: " + ", ".join(f"{m} {p}" for m, p in twice))
+        self._patterns = [(r, r.pattern()) for r in self.rules if "{" in r.path]
+        self._exact = {(r.method, r.path): self._strictest(r.method, r.path, r) for r in self.rules
+                       if "{" not in r.path}
+
+    def _strictest(self, method: str, path: str, *also: Rule) -> Rule | None:
+        found = [*also, *(r for r, pattern in self._patterns if r.method == method and pattern.match(path))]
+        return max(found, key=lambda r: STRICTNESS[r.level], default=None)
 
     def match(self, method: str, path: str) -> Rule | None:
-        rule = self._exact.get((method, path))
-        if rule is not None:
-            return rule
-        for candidate, pattern in self._patterns:
-            if candidate.method == method and pattern.match(path):
-                return candidate
-        return None
+        """The rule for a request (HEAD falls back to GET's), None when none is declared."""
+        rule = self._exact.get((method, path)) or self._strictest(method, path)
+        if rule is None and method == "HEAD":
+            return self.match("GET", path)
+        return rule
 
     def level_of(self, method: str, path: str) -> Level | None:
         rule = self.match(method, path)
         return None if rule is None else rule.level
 
     def paths(self, level: Level) -> list[str]:
-        return [f"{r.method} {r.path}{'*' if r.path.endswith('/') else ''}" for r in self.rules if r.level is level]
+        return [f"{r.method} {r.path}" for r in self.rules if r.level is level]
+
+    def require_declared(self, server: str, served: Iterable[Served]) -> None:
+        """Raise ``RouteAccessError`` unless every (method, path) served has a rule and every rule a route."""
+        served = list(served)
+        declared = {(r.method, r.path) for r in self.rules}
+        serving = {(s.method, s.path) for s in served}
+        problems = [f"route {s.name!r} ({s.method} {s.path}) is not declared public, read or write"
+                    for s in served if (s.method, s.path) not in declared]
+        problems += [f"{r.method} {r.path} is declared but no route serves it" for r in self.rules
+                     if (r.method, r.path) not in serving]
+        if problems:
+            raise RouteAccessError(f"{server} refuses to start: " + "; ".join(problems)
+                                   + " (every route must be declared exactly once in its access policy)")
 
 
 Counter = Callable[[str, str], None]
@@ -190,7 +259,8 @@ CHALLENGE = {Outcome.MISSING: "Bearer", Outcome.INVALID: 'Bearer error="invalid_
 
 
 class BearerGuard:
-    """ASGI middleware: requests matching the policy are checked before the app sees them."""
+    """ASGI middleware: every request but a PUBLIC one is checked before the app sees it; one that matches no
+    rule (no route serves it: the policy declares them all) is checked as a WRITE."""
 
     def __init__(self, app: ASGIApp, policy: AccessPolicy, tokens: Tokens, count: Counter) -> None:
         self.app = app
@@ -200,8 +270,8 @@ class BearerGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            rule = self.policy.match(scope["method"], scope["path"])
-            if rule is not None:
+            rule = self.policy.match(scope["method"], scope["path"]) or UNDECLARED
+            if rule.level is not Level.PUBLIC:
                 outcome = self.tokens.check(rule.level, header(scope, b"authorization"))
                 self.count(rule.endpoint, outcome.value)
                 if outcome in STATUS:

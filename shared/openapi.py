@@ -104,7 +104,7 @@ def errors(*codes: int) -> dict[str, Schema]:
 def security(policy: AccessPolicy, method: str, path: str) -> list[Schema] | None:
     """The operation's security requirement (``{}``: open while no token is configured)."""
     level = policy.level_of(method.upper(), path)
-    if level is None:
+    if level is None or level is Level.PUBLIC:
         return None
     names = ["writeToken"] if level is Level.WRITE else ["readToken", "writeToken"]
     return [*({name: []} for name in names), {}]

@@ -19,12 +19,14 @@ from trainer.ui import build_ui_router
 
 
 def create_app(settings: TrainerSettings, run_loop: bool = True) -> FastAPI:
-    """Build the app; the lifespan replays the log, bootstraps a bundle and starts the retrain loop."""
+    """Build the app; the lifespan replays the log, bootstraps a bundle and starts the retrain loop. A route
+    that ``trainer.access`` does not declare fails here and at start-up (``shared.auth.RouteAccessError``)."""
     tokens = Tokens.from_settings(settings)
     service = TrainerService(settings)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        access.check(app)
         warn_if_open(tokens, access.ACCESS, "trainer", settings.host, settings.port)
         service.live.bind_loop(asyncio.get_running_loop())
         await run_in_threadpool(service.start, run_loop)
@@ -41,4 +43,5 @@ def create_app(settings: TrainerSettings, run_loop: bool = True) -> FastAPI:
     app.include_router(build_pull_router(service))
     app.include_router(build_ui_router(service))
     openapi.install(app, settings)
+    access.check(app)
     return app

@@ -5,8 +5,10 @@ Routes: ``POST /v1/completions``, ``POST /v1/chat/completions``, ``GET /v1/model
 ``GET /ui/data`` and ``GET /ui/requests`` (``proxy/ui.py``). The two completion routes
 are the hot path: :class:`ProxyApp` dispatches them itself, before Starlette's routing and middleware (≈10 %
 of the proxy's CPU per request in a profile), and maps their ``ProxyError`` with the same
-``proxy_error_response``; every other route goes through Starlette. The lifespan starts the router library
-(scraper, reporter, predictor clients) and the shared keep-alive client to the pods, and closes both at shutdown.
+``proxy_error_response``; every other route goes through Starlette. Every route, the two completion routes
+included (``DIRECT_ROUTES``), is declared in ``proxy/access.py``: an undeclared one fails ``create_app`` and
+start-up. The lifespan starts the router library (scraper, reporter, predictor clients) and the shared
+keep-alive client to the pods, and closes both at shutdown.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from router_client.config import RouterConfig
+from router_client.proxy import access
 from router_client.proxy.downstream import remember_server_send
 from router_client.proxy.errors import ProxyError
 from router_client.proxy.forwarding import Forwarder, ForwardSettings, make_pool
@@ -36,10 +39,12 @@ from router_client.proxy.ui import StatusSampler, UiState
 from router_client.request_log import RequestLog
 from router_client.router import Router
 from router_client.status_history import StatusHistory
+from shared.auth import Served
 from shared.jsonbody import dumps
 
 _PROMETHEUS = "text/plain; version=0.0.4; charset=utf-8"
 _COMPLETION_ROUTES = frozenset((COMPLETIONS, CHAT))
+DIRECT_ROUTES = (Served("POST", COMPLETIONS, "completions"), Served("POST", CHAT, "chat_completions"))
 
 
 @dataclass
@@ -84,7 +89,9 @@ async def status(request: Request) -> Response:
 class ProxyApp(Starlette):
     """Starlette that records the server's own ``send`` in the scope before any middleware wraps it
     (``downstream.SERVER_SEND``: streams are written to the client's connection directly) and
-    serves ``POST`` to the completion routes without Starlette's routing and middleware."""
+    serves ``POST`` to the completion routes without Starlette's routing and middleware (``direct_routes``)."""
+
+    direct_routes = DIRECT_ROUTES
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         remember_server_send(scope, send)
@@ -127,6 +134,7 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        access.check(app.routes, DIRECT_ROUTES)
         router = Router(config)
         upstream = make_pool(settings)
         client = httpx.AsyncClient(timeout=httpx.Timeout(2.0), limits=httpx.Limits(
@@ -156,5 +164,7 @@ def create_app(config: RouterConfig, settings: ForwardSettings | None = None) ->
         Route("/status", status, methods=["GET"]),
         *UI_ROUTES,
     ]
-    return ProxyApp(routes=routes, lifespan=lifespan, exception_handlers=dict(EXCEPTION_HANDLERS))
+    app = ProxyApp(routes=routes, lifespan=lifespan, exception_handlers=dict(EXCEPTION_HANDLERS))
+    access.check(app.routes, DIRECT_ROUTES)
+    return app
 
