@@ -71,6 +71,16 @@ def _pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.0f} %"
 
 
+def window_text(w: dict[str, Any]) -> str:
+    """The lowest coverage of a 10 s window after the first trained bundle (``demo.truth.windowed``), in words."""
+    if not w.get("judged"):
+        return (f"no {w.get('width_s', 10):g} s window after the first trained bundle with ≥ "
+                f"{w.get('min_pairs', 20)} pairs")
+    low = next(x for x in w["windows"] if x["from_s"] == w["min_from_s"])
+    return (f"min {w['width_s']:g} s window after the first trained bundle {_pct(w['min_coverage'])} "
+            f"({low['pairs']} pairs, from +{w['min_from_s']:g} s; {w['judged']} windows judged)")
+
+
 def _print_accuracy(summary: dict[str, Any]) -> None:
     print(f"\n=== predicted p{100 * QUANTILE:g} at dispatch vs latency the router measured "
           f"(the quantity predicted) ===")
@@ -83,7 +93,7 @@ def _print_accuracy(summary: dict[str, Any]) -> None:
                                if a[k].get("pairs"))
             print(f"  {pool:<6} {t.upper()}: {a['pairs']} pairs  coverage {_pct(a['coverage'])} (raw model "
                   f"{_pct(a['model'].get('coverage'))})  mean predicted {a['mean_predicted_ms']} ms  mean measured "
-                  f"{a['mean_measured_ms']} ms  [{phases}]")
+                  f"{a['mean_measured_ms']} ms  [{phases}]  {window_text(a.get('windows') or {})}")
 
 
 def _print_overhead(summary: dict[str, Any]) -> None:

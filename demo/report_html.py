@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from demo.truth import PARTS, TARGETS, Joined, pairs
+from demo.truth import MIN_WINDOW_PAIRS, PARTS, TARGETS, WINDOW_FLOOR, WINDOW_S, Joined, pairs
 from demo.watch import BundleSeen
 from shared.charts import Frame, Series, cards, esc, line_chart, page, row, scatter_chart, stacked_bars, table
 
@@ -49,7 +49,8 @@ def _coverage_chart(pool: str, joined: Sequence[Joined], bundles: Sequence[Bundl
         series.append(Series("first trained bundle", [first, first], [0.0, 1.0], color="#777", dashed=True))
     size = window_size(len(joined))
     frame = Frame(f"{pool}: coverage over the run (last {size} requests)", "seconds since the load started",
-                  "share measured ≤ predicted", hlines=((q, f"target {q:.2f}"),))
+                  "share measured ≤ predicted",
+                  hlines=((q, f"target {q:.2f}"), (WINDOW_FLOOR, f"{WINDOW_S:g} s window floor {WINDOW_FLOOR:.2f}")))
     return line_chart(series, frame, y_range=(0.0, 1.0))
 
 
@@ -93,10 +94,21 @@ def _accuracy_table(acc: dict[str, Any]) -> str:
         return f"{100 * s['coverage']:.1f} % ({s['pairs']})" if s.get("pairs") else "–"
 
     rows = [[esc(pool), t.upper(), cov(a), cov(a["model"]), cov(a["prior"]), cov(a["trained"]), cov(a["first_half"]),
-             cov(a["second_half"]), esc(a.get("mean_predicted_ms", "–")), esc(a.get("mean_measured_ms", "–"))]
+             cov(a["second_half"]), _lowest_window(a.get("windows") or {}), esc(a.get("mean_predicted_ms", "–")),
+             esc(a.get("mean_measured_ms", "–"))]
             for pool, targets in acc.items() for t, a in targets.items()]
     return table(["pool", "target", "coverage (pairs)", "raw model", "prior bundle", "trained bundles", "first half",
-                  "second half", "mean predicted ms", "mean measured ms"], rows, left=2)
+                  "second half", f"lowest {WINDOW_S:g} s window after the first trained bundle (pairs, from)",
+                  "mean predicted ms", "mean measured ms"], rows, left=2)
+
+
+def _lowest_window(w: dict[str, Any]) -> str:
+    """The lowest coverage among the windows with enough pairs (``demo.truth.windowed``); below the floor in bold."""
+    if not w.get("judged"):
+        return f"– (no window of ≥ {MIN_WINDOW_PAIRS} pairs)"
+    low = next(x for x in w["windows"] if x["from_s"] == w["min_from_s"])
+    text = f"{100 * low['coverage']:.1f} % ({low['pairs']}, +{low['from_s']:g} s)"
+    return f"<b>{text} ✗</b>" if low["coverage"] < WINDOW_FLOOR else text
 
 
 def _overhead_section(obs: dict[str, Any]) -> list[str]:

@@ -31,6 +31,11 @@ PARTS = ("load generator send", "loopback + proxy accept", "proxy decision", "po
 MIN_PAIRS = 30
 CONSERVATIVE = 0.97
 """Coverage above this meets a p90 target but says the predictions are loose (the drift band's upper edge)."""
+WINDOW_S = 10.0
+"""Width of the windows coverage is also judged in, from the first request a trained bundle served."""
+MIN_WINDOW_PAIRS = 20
+WINDOW_FLOOR = 0.75
+"""A window with at least ``MIN_WINDOW_PAIRS`` pairs below this coverage fails the verdict (a dip)."""
 
 
 @dataclass(frozen=True)
@@ -96,8 +101,36 @@ def stats(sub: Sequence[tuple[float, float]]) -> dict[str, Any]:
             "mape": round(statistics.fmean(abs(p - m) / m for p, m in sub), 3)}
 
 
+def windows(joined: Sequence[Joined], target: str, width: float = WINDOW_S) -> list[dict[str, Any]]:
+    """Coverage per ``width``-second window, counted from the first request a trained bundle served."""
+    start = min((j.dispatched_at for j in joined if j.phase == "trained"), default=None)
+    if start is None:
+        return []
+    bins: dict[int, list[Joined]] = {}
+    for j in joined:
+        if j.dispatched_at >= start:
+            bins.setdefault(int((j.dispatched_at - start) // width), []).append(j)
+    out = []
+    for k in sorted(bins):
+        s = stats(pairs(bins[k], target))
+        if s["pairs"]:
+            out.append({"from_s": round(k * width, 1), "pairs": s["pairs"], "coverage": s["coverage"]})
+    return out
+
+
+def windowed(joined: Sequence[Joined], target: str) -> dict[str, Any]:
+    """The windows after the first trained bundle and the lowest coverage among those with enough pairs."""
+    found = windows(joined, target)
+    judged = [w for w in found if w["pairs"] >= MIN_WINDOW_PAIRS]
+    low = min(judged, key=lambda w: w["coverage"], default=None)
+    return {"width_s": WINDOW_S, "min_pairs": MIN_WINDOW_PAIRS, "judged": len(judged),
+            "min_coverage": None if low is None else low["coverage"], "min_from_s": None if low is None else
+            low["from_s"], "windows": found}
+
+
 def accuracy(joined: Sequence[Joined]) -> dict[str, dict[str, Any]]:
-    """Per pool and target: coverage overall, by phase, by half of the run, by pod; raw model coverage."""
+    """Per pool and target: coverage overall, by phase, by half of the run, by pod, per 10 s window after the first
+    trained bundle; raw model coverage."""
     out: dict[str, dict[str, Any]] = {}
     for pool in sorted({j.pool for j in joined}):
         mine = [j for j in joined if j.pool == pool]
@@ -106,6 +139,7 @@ def accuracy(joined: Sequence[Joined]) -> dict[str, dict[str, Any]]:
                          "prior": stats(pairs([j for j in mine if j.phase == "prior"], t)),
                          "trained": stats(pairs([j for j in mine if j.phase == "trained"], t)),
                          "first_half": stats(pairs(mine[:half], t)), "second_half": stats(pairs(mine[half:], t)),
+                         "windows": windowed(mine, t),
                          "by_pod": {pod: stats(pairs([j for j in mine if j.pod == pod], t))
                                     for pod in sorted({j.pod for j in mine})}}
                      for t in TARGETS}
@@ -169,8 +203,20 @@ def _conservative(a: dict[str, Any]) -> str:
             f"vs measured {a['mean_measured_ms']:.1f} ms)")
 
 
+def _dip(a: dict[str, Any]) -> str | None:
+    """Why a pool/target fails the windowed check (a window with enough pairs below ``WINDOW_FLOOR``), or None."""
+    w = a.get("windows") or {}
+    low = w.get("min_coverage")
+    if low is None or low >= WINDOW_FLOOR:
+        return None
+    return (f"coverage fell to {100 * low:.0f} % in the {w['width_s']:g} s window from +{w['min_from_s']:g} s "
+            f"after the first trained bundle (floor {100 * WINDOW_FLOOR:.0f} % on windows of ≥ {w['min_pairs']} "
+            f"pairs)")
+
+
 def verdict(acc: dict[str, dict[str, Any]], q: float, high: float = CONSERVATIVE) -> dict[str, Any]:
-    """One line: did router-measured latency stay within the predicted p90 as often as it should, and if not why.
+    """One line: did router-measured latency stay within the predicted p90 as often as it should — over the run and
+    in every 10 s window after the first trained bundle (``WINDOW_FLOOR``) —, and if not why.
     Coverage above ``high`` meets the target but is called conservative (the predictions are loose)."""
     met: list[str] = []
     missed: list[str] = []
@@ -181,15 +227,17 @@ def verdict(acc: dict[str, dict[str, Any]], q: float, high: float = CONSERVATIVE
             if not a.get("pairs"):
                 continue
             label = f"{t.upper()} {pool} {100 * a['coverage']:.0f} %"
+            dip = _dip(a)
             if a["pairs"] < MIN_PAIRS:
                 unjudged.append(f"{t.upper()} {pool} ({a['pairs']} pairs)")
-            elif _meets(a, q):
+            elif _meets(a, q) and dip is None:
                 met.append(label)
                 if a["coverage"] > high:
                     notes.append(f"{t.upper()} {pool}: {_conservative(a)}")
             else:
                 missed.append(label)
-                notes.insert(len(missed) - 1, f"{t.upper()} {pool}: {_why(a, q)}")
+                why = "; ".join(r for r in (None if _meets(a, q) else _why(a, q), dip) if r)
+                notes.insert(len(missed) - 1, f"{t.upper()} {pool}: {why}")
     target = f"p{100 * q:g} coverage target ({100 * q:g} %, router-measured latency vs the prediction at dispatch)"
     if unjudged:
         notes.append("too few pairs to judge " + ", ".join(unjudged))

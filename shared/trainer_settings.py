@@ -65,6 +65,18 @@ class TrainerSettings(CommonSettings):
         "LATENCY_PUBLISH_SHIFT_BOUND", 1.5, "A challenger that moves the primary quantile on the probe grid by more "
         "than this factor (median) is published only when the shift persists (two cycles, fresh rows agree).",
         gt=1)
+    fit_nice: int = env("LATENCY_FIT_NICE", 10, "The retrain loop and its fit threads run this much nicer than the "
+                        "rest of the trainer (Linux; 0: same priority), so a fit does not take the CPU from "
+                        "serving on the same cores.", ge=0, le=19)
+    calibration_adapt_rate: float = env(
+        "LATENCY_CALIBRATION_ADAPT_RATE", 0.2, "Adaptive conformal calibration: after each cycle the primary "
+        "quantile's calibration level moves by this × (target − the live model's coverage on the rows that arrived "
+        "since the previous cycle), within [target − 0.1, target + 0.9 × (1 − target)] (0: always the target).",
+        ge=0, le=1)
+    publish_shift_min_rows: int = env(
+        "LATENCY_PUBLISH_SHIFT_MIN_ROWS", 1000, "The shift bound protects only a live model trained on at least this "
+        "many rows (a younger one extrapolates over most of the probe grid; a challenger still has to score and cover "
+        "as well on the newest rows).", ge=0)
 
     @field_validator("fit_candidates")
     @classmethod

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
-MIN_ROWS = 10
+from trainer.prior import SIGMA
+
+MIN_ROWS = 1
 SCALE_BOUNDS = (0.25, 4.0)
 
 
@@ -41,25 +44,40 @@ class Calibration:
         return {"scale": self.scale, "offset": self.offset}
 
 
-def log_offset(raw: np.ndarray, y: np.ndarray, alpha: float) -> float:
-    """The conformal log-space offset of a quantile's raw outputs on rows with actuals ``y``."""
+def conformal_rank(n: int, alpha: float) -> int:
+    """The 1-based order statistic of ``n`` residuals that covers a new exchangeable row with probability ≥ α:
+    ⌈(n + 1)·α⌉, or ``n`` (the largest; coverage n / (n + 1)) when fewer rows cannot certify α."""
+    return min(n, math.ceil((n + 1) * alpha - 1e-9))
+
+
+def spread_floor(raw: np.ndarray, location: np.ndarray, alpha: float, rows: int, prior_rows: int) -> float:
+    """The least log offset of quantile ``alpha`` while data is thin: the prior's spread above the median
+    (``trainer.prior.SIGMA``·z_α, p90 = 1.3 × median) weighted ``prior_rows / (rows + prior_rows)``, less what the
+    raw quantile already adds above the location (median over the rows). −∞ when ``prior_rows`` is 0."""
+    if prior_rows <= 0 or not len(raw):
+        return -math.inf
+    prior = SIGMA * NormalDist().inv_cdf(alpha) * prior_rows / (rows + prior_rows)
+    return prior - float(np.median(raw - location))
+
+
+def log_offset(raw: np.ndarray, y: np.ndarray, alpha: float, floor: float = -math.inf) -> float:
+    """The conformal log-space offset of a quantile's raw outputs on rows with actuals ``y``, at least ``floor``."""
     if len(y) < MIN_ROWS:
         return 0.0
-    resid = np.log1p(y) - raw
-    n = len(resid)
-    level = min(1.0, math.ceil((n + 1) * alpha) / n)
-    c = float(np.quantile(resid, level, method="higher"))
+    resid = np.sort(np.log1p(y) - raw)
+    c = max(float(resid[conformal_rank(len(resid), alpha) - 1]), floor)
     low, high = (math.log(b) for b in SCALE_BOUNDS)
     return min(max(c, low), high)
 
 
-def calibrate(raw: np.ndarray, y: np.ndarray, alpha: float, objective: str) -> Calibration:
+def calibrate(raw: np.ndarray, y: np.ndarray, alpha: float, objective: str, floor: float = -math.inf) -> Calibration:
     if objective != "quantile":
         return Calibration()
-    return Calibration.from_log_offset(log_offset(raw, y, alpha))
+    return Calibration.from_log_offset(log_offset(raw, y, alpha, floor))
 
 
-def cross_calibrated(raw: np.ndarray, y: np.ndarray, alpha: float, objective: str) -> np.ndarray:
+def cross_calibrated(raw: np.ndarray, y: np.ndarray, alpha: float, objective: str,
+                     floor: float = -math.inf) -> np.ndarray:
     """Out-of-sample calibrated ms: even rows corrected by the odd rows' offset and vice versa.
 
     Used for honest holdout metrics; the published calibration uses all the rows.
@@ -68,6 +86,6 @@ def cross_calibrated(raw: np.ndarray, y: np.ndarray, alpha: float, objective: st
         return np.maximum(raw, 0.0)
     out = np.empty_like(raw)
     even, odd = slice(0, None, 2), slice(1, None, 2)
-    out[even] = calibrate(raw[odd], y[odd], alpha, objective).apply_log(raw[even])
-    out[odd] = calibrate(raw[even], y[even], alpha, objective).apply_log(raw[odd])
+    out[even] = calibrate(raw[odd], y[odd], alpha, objective, floor).apply_log(raw[even])
+    out[odd] = calibrate(raw[even], y[even], alpha, objective, floor).apply_log(raw[odd])
     return out

@@ -20,16 +20,17 @@ from __future__ import annotations
 import logging
 import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from shared.errors import TrainingError
-from shared.features import MODEL_NAMES, FeatureSpec
+from shared.features import MODEL_NAMES, TARGET_OF, FeatureSpec
 from shared.model import LoadedBundle, load_bundle
+from trainer.adaptive import AdaptiveLevel
 from trainer.budget import FitBudget
-from trainer.evaluate import Scores, not_worse, row_losses, score
+from trainer.evaluate import Scores, covers, not_worse, row_losses, score
 from trainer.fit import FitParams, matrix_columns
 from trainer.fitted import FittedModel, fit_model, probe_columns
 from trainer.history import RetrainHistory
@@ -57,8 +58,12 @@ class Challenger:
     rows_added: int
     shift: float | None
     """Median ratio challenger / live of the primary quantile on the probe grid (None: no trained live model)."""
+    live_rows: int = 0
+    """Rows the live model was trained on (0: the prior): the shift bound protects only an established model."""
     held: str | None = None
     """Why a challenger that scored well is held back (its shift has not persisted yet)."""
+    undercovers: str | None = None
+    """Why a challenger was kept out for its coverage (``covers``)."""
 
     @property
     def name(self) -> str:
@@ -68,18 +73,28 @@ class Challenger:
         """Not worse than the live model on the newest rows, beyond noise (``NOISE_Z``)."""
         return self.paired is None or not_worse(*self.paired, NOISE_Z)
 
+    def covers(self, alpha: float) -> bool:
+        """Its honest coverage on the newest rows is consistent with ``alpha`` (within ``NOISE_Z`` binomial s.e.),
+        or not below the live model's on the same rows: an under-covering fit never replaces a better-covering
+        model, however well it scores on pinball (a few dozen rows cannot show that a p90 is a p90)."""
+        s, live = self.fitted.scores, self.live_scores
+        return live is None or covers(s.coverage, s.n, alpha, NOISE_Z) or s.coverage >= live.coverage
+
 
 class Retrainer:
     def __init__(self, spec: FeatureSpec, params: FitParams, min_samples: int, window: Window,
                  publisher: Publisher, live: LiveBundle, metrics: TrainerMetrics, prequential: Prequential,
                  recency: Recency, shift_bound: float = 1.5, history: RetrainHistory | None = None,
-                 budget: FitBudget | None = None) -> None:
+                 budget: FitBudget | None = None, shift_min_rows: int = 0,
+                 adaptive: AdaptiveLevel | None = None) -> None:
         self.spec, self.params, self.min_samples = spec, params, min_samples
         self.budget = budget or FitBudget(0.0, 0)
         self.last_entries: dict[str, dict[str, Any]] = {}
         """Each model's newest fitted manifest entry (published or not): what the last fit chose and cost."""
         self.window, self.publisher, self.live, self.metrics = window, publisher, live, metrics
         self.prequential, self.recency, self.shift_bound = prequential, recency, shift_bound
+        self.shift_min_rows = shift_min_rows
+        self.adaptive = adaptive or AdaptiveLevel(params.alpha, 0.0)
         self.history = history
         self._fitted_at_rows = {name: -1 for name in MODEL_NAMES}
         self._pending: dict[str, int] = dict.fromkeys(MODEL_NAMES, 0)
@@ -88,6 +103,8 @@ class Retrainer:
     def run_once(self) -> int | None:
         """Run a cycle; returns the published version, or None when nothing was published."""
         fresh = {name: self.prequential.interval(name) for name in MODEL_NAMES}
+        for name in MODEL_NAMES:
+            self.adaptive.observe(name, *fresh[name])
         with ThreadPoolExecutor(max_workers=len(MODEL_NAMES), thread_name_prefix="fit") as pool:
             results = list(pool.map(self._challenge, MODEL_NAMES))
         challengers = [c for c in results if c is not None]
@@ -110,20 +127,23 @@ class Retrainer:
                 log.debug("%s not retrained: %d samples (threshold %d), %d new", name.upper(), total,
                           self.min_samples, added - self._fitted_at_rows[name])
             return None
-        fitted = fit_model(self.spec, name, train, holdout, self.budget.params(name, self.params), self.recency)
+        params = replace(self.budget.params(name, self.params), calibration_level=self.adaptive.level(name))
+        fitted = fit_model(self.spec, name, train, holdout, params, self.recency)
         self.budget.observe(name, fitted.entry)
         self.last_entries[name] = fitted.entry
         self.metrics.fit_seconds.labels(model=name).observe(fitted.fit_seconds)
         live = self.live.get()
         if live is None:
             return Challenger(fitted, len(train), None, None, added, None)
-        cols = matrix_columns(name, holdout.data, self.params.tpot_zero_token_count)
-        y = holdout.column("actual_ttft_ms" if name == "ttft" else "actual_tpot_ms")
+        newest = fitted.newest
+        cols = matrix_columns(name, newest.data, self.params.tpot_zero_token_count)
+        y = newest.column(TARGET_OF[name])
         served = live.predict(name, cols)
         live_scores = score(served, y, self.params.alpha)
         a, objective = self.params.alpha, self.params.objective
         paired = (row_losses(fitted.holdout_pred, y, a, objective), row_losses(served, y, a, objective))
-        return Challenger(fitted, len(train), live_scores, paired, added, self._shift(live, name, fitted))
+        live_rows = int(live.bundle.model_entry(name).get("training_rows", 0))
+        return Challenger(fitted, len(train), live_scores, paired, added, self._shift(live, name, fitted), live_rows)
 
     def _shift(self, live: LoadedBundle, name: str, fitted: FittedModel) -> float | None:
         if bool(live.bundle.manifest.get("prior", False)):
@@ -137,10 +157,10 @@ class Retrainer:
 
     def _admit(self, c: Challenger, fresh: tuple[float | None, int]) -> bool:
         """Better on the newest rows, and (beyond the shift bound) a shift that persists."""
-        if not c.better():
+        if not c.better() or not self._covers(c):
             self._pending[c.name] = 0
             return False
-        if c.shift is None or abs(math.log(c.shift)) <= math.log(self.shift_bound):
+        if c.shift is None or abs(math.log(c.shift)) <= math.log(self.shift_bound) or c.live_rows < self.shift_min_rows:
             self._pending[c.name] = 0
             return True
         direction = 1 if c.shift > 1 else -1
@@ -154,6 +174,14 @@ class Retrainer:
         self._pending[c.name] = direction if contradicts else 0
         seen = "n/a" if coverage is None else f"{coverage:.2f} on {rows} rows"
         c.held = f"shift x{c.shift:.2f} on the probe grid held until it persists (fresh live coverage {seen})"
+        return False
+
+    def _covers(self, c: Challenger) -> bool:
+        if self.params.objective != "quantile" or c.covers(self.params.alpha):
+            return True
+        s, live = c.fitted.scores, c.live_scores
+        c.undercovers = (f"coverage {100 * s.coverage:.1f}% < {100 * self.params.alpha:g}% beyond noise and below the "
+                         f"live model's {100 * (live.coverage if live else 0.0):.1f}% on the same {s.n} newest rows")
         return False
 
     def _publish(self, winners: dict[str, Challenger]) -> int:
@@ -179,6 +207,8 @@ class Retrainer:
             outcome = f"published v{version}"
         elif c.held is not None:
             outcome = f"kept v{self.live.version}: {c.held}"
+        elif c.undercovers is not None:
+            outcome = f"kept v{self.live.version}: {c.undercovers}"
         else:
             crit = "pinball" if self.params.objective == "quantile" else "rmse"
             live_loss = c.live_scores.loss(self.params.objective) if c.live_scores else float("nan")

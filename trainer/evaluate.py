@@ -52,3 +52,9 @@ def not_worse(challenger: np.ndarray, live: np.ndarray, z: float) -> bool:
     if len(d) < 2:
         return float(d.sum()) <= 0.0
     return float(d.mean()) <= z * float(d.std(ddof=1)) / float(np.sqrt(len(d)))
+
+
+def covers(coverage: float, n: int, alpha: float, z: float) -> bool:
+    """A coverage measured on ``n`` rows is consistent with ``alpha``: at most ``z`` binomial standard errors below
+    it (the one-sided check that keeps an under-covering fit out)."""
+    return n > 0 and coverage >= alpha - z * float(np.sqrt(alpha * (1.0 - alpha) / n))

@@ -66,6 +66,12 @@ class FitParams:
     scale_weighting: bool = False
     """Quantile trees weigh each row by its location in ms (``expm1`` of the location margin, mean 1): a
     log-space pinball weighted by scale approximates the pinball in milliseconds, which the big rows dominate."""
+    calibration_level: float | None = None
+    """The conformal level of the primary quantile (None: ``alpha``); the retrain cycle adapts it to the live
+    model's fresh coverage (``trainer.adaptive``)."""
+    prior_spread_rows: int = 200
+    """While data is thin each quantile keeps at least the prior's spread above the location, weighted
+    ``prior_spread_rows / (rows + prior_rows)`` (``trainer.calibrate.spread_floor``; 0: no floor)."""
     seed: int = 0
     extra: Mapping[str, object] = field(default_factory=dict)
 

@@ -8,7 +8,10 @@ Shared by the retrain cycle (``trainer.cycle``) and the replay's in-process retr
   early stopping, and the *reference slice* (not dominated by the newest rows) that every model
   is also scored on;
 * **newest**: the window's holdout, the newest rows — candidate selection, calibration and the
-  honest (cross-calibrated) holdout scores.
+  honest (cross-calibrated) holdout scores. While data is thin the holdout (10 % of the rows) is too small to
+  calibrate on (a conformal p90 needs ≥ 9 rows, and is loose below ~100), so it is grown with the newest train
+  rows to ``min(MIN_NEWEST, rows // 4)`` rows (``newest_split``): a fit on fewer rows whose calibration is
+  honest, rather than a fit on every row whose served p90 no held-out row has checked.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import xgboost as xgb
 from shared.bundle import encode_model
 from shared.features import TARGET_OF, FeatureSpec, typical_columns
 from shared.model import quantile_key
-from trainer.calibrate import Calibration, calibrate, cross_calibrated
+from trainer.calibrate import Calibration, calibrate, cross_calibrated, spread_floor
 from trainer.evaluate import Scores, score
 from trainer.fit import (
     Candidate,
@@ -44,6 +47,19 @@ from trainer.window import Rows
 STOP_ROWS = 2_000
 MIN_QUANTILE_ROWS = 50
 PROBE_ROWS = 512
+MIN_NEWEST = 100
+"""The newest rows (calibration, selection, scores) are at least this many, or a quarter of the rows while fewer
+(half cost 0.15 of coverage in the class-blind correction replay, tests/sim/test_pipeline_policies.py)."""
+
+
+def newest_split(train: Rows, holdout: Rows) -> tuple[Rows, Rows]:
+    """(train, newest): the holdout grown with the newest train rows to ``min(MIN_NEWEST, rows // 4)`` rows."""
+    want = min(MIN_NEWEST, (len(train) + len(holdout)) // 4) - len(holdout)
+    if want <= 0 or want >= len(train):
+        return train, holdout
+    order = np.argsort(train.seq, kind="stable")
+    moved, kept = np.sort(order[-want:]), np.sort(order[:-want])
+    return train.take(kept), Rows.concat([train.take(moved), holdout])
 
 
 def probe_columns() -> dict[str, np.ndarray]:
@@ -67,6 +83,9 @@ class FittedModel:
     holdout_pred: np.ndarray = field(default_factory=lambda: np.empty(0))
     """The primary quantile on the newest rows, cross-calibrated: what ``scores`` were computed from (row by row,
     for the paired champion/challenger comparison)."""
+    newest: Rows = field(default_factory=Rows.empty)
+    """The newest rows the model was selected, calibrated and scored on (``newest_split``): the live model is
+    judged on the same rows."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +101,7 @@ class _Data:
     x_new: np.ndarray
     y_new: np.ndarray
     logged: bool
-    """The fit is in log1p space (a quantile fit with enough rows); else on the raw target, served as is."""
+    """The fit is in log1p space and calibrated (quantile objective); else on the raw target, served as is."""
     loc: np.ndarray
     """The fit rows the location boosters use (all of ``fit`` unless ``FitParams.location_rows`` caps them)."""
 
@@ -106,12 +125,12 @@ def _data(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitPa
     weight = recency.weights(train.wall, float(max(train.wall.max(initial=0.0), newest.wall.max(initial=0.0))))
     if params.prefix_weighting:
         weight = weight * prefix_weights(train)
-    logged = params.objective == "quantile" and len(fit) >= MIN_QUANTILE_ROWS
+    logged = params.objective == "quantile"
     z = np.log1p(y) if logged else y
     cap = params.location_rows
     loc = fit if cap is None or len(fit) <= cap else np.sort(rng.choice(fit, cap, replace=False))
-    return _Data(name, spec.columns(name), x, z, y, weight, fit, stop, x_new, newest.column(TARGET_OF[name]), logged,
-                 loc)
+    return _Data(name, spec.columns(name), x, z, y, weight, fit, stop, x_new, newest.column(TARGET_OF[name]),
+                 logged, loc)
 
 
 def _matrix(d: _Data, rows: np.ndarray, params: FitParams, ref: xgb.QuantileDMatrix | None = None,
@@ -183,34 +202,40 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
               recency: Recency | None = None) -> FittedModel:
     """Fit, select, calibrate and score model ``name`` (CPU-bound: call off the event loop)."""
     started, cpu_started = time.perf_counter(), time.thread_time()
+    train, newest = newest_split(train, newest)
     d = _data(spec, name, train, newest, params, recency or Recency())
     location_started = time.perf_counter()
     candidate, location, selection = _select(d, params)
     location_seconds = time.perf_counter() - location_started
-    booster = _quantiles(d, params, candidate, location) if d.logged else None
+    booster = _quantiles(d, params, candidate, location) if d.logged and len(d.fit) >= MIN_QUANTILE_ROWS else None
     served = params.served if booster is not None else (params.alpha,)
     x_probe = spec.matrix(name, {**probe_columns(), **({"num_tokens_generated": np.zeros(PROBE_ROWS)}
                                                        if name == "tpot" and params.tpot_zero_token_count else {})})
     raw_new, raw_ref, raw_probe = (_raw(location, booster, x, len(served)) for x in (d.x_new, d.x[d.stop], x_probe))
-    cals = [calibrate(raw_new[:, j], d.y_new, q, params.objective) if booster is not None else Calibration()
-            for j, q in enumerate(served)]
+    floors = [spread_floor(raw_new[:, j], margin(location, d.x_new), q, len(train) + len(newest),
+                           params.prior_spread_rows) for j, q in enumerate(served)]
+    levels = [(params.calibration_level or q) if q == params.alpha else q for q in served]
+    cals = [calibrate(raw_new[:, j], d.y_new, level, params.objective, floors[j]) if d.logged else Calibration()
+            for j, level in enumerate(levels)]
     primary = served.index(params.alpha)
-    holdout_pred = _served(raw_new[:, primary], d.y_new, params, booster is not None)
+    holdout_pred = _served(raw_new[:, primary], d.y_new, params, d.logged, floors[primary], levels[primary])
     scores = score(holdout_pred, d.y_new, params.alpha)
-    reference = _reference(raw_ref[:, primary], d.y[d.stop], cals[primary], params, booster is not None)
+    reference = _reference(raw_ref[:, primary], d.y[d.stop], cals[primary], params, d.logged)
     fit_seconds = time.perf_counter() - started
     entry = _entry(d, params, served, cals, candidate, selection, location, booster, len(train), len(newest))
     entry.update(fit_seconds=round(fit_seconds, 4), fit_cpu_seconds=round(time.thread_time() - cpu_started, 4),
                  location_seconds=round(location_seconds, 4), location_fit_rows=len(d.loc),
+                 calibration_level=round(levels[primary], 4),
                  metrics=scores.as_dict(), reference_metrics=reference.as_dict())
     files, entry = encode_model(booster or location, name, d.features, entry,
                                 location if booster is not None else None)
-    probe = cals[primary].apply_log(raw_probe[:, primary]) if booster is not None else np.maximum(raw_probe[:, 0], 0)
-    return FittedModel(name, files, entry, scores, reference, fit_seconds, probe, holdout_pred)
+    probe = cals[primary].apply_log(raw_probe[:, primary]) if d.logged else np.maximum(raw_probe[:, 0], 0)
+    return FittedModel(name, files, entry, scores, reference, fit_seconds, probe, holdout_pred, newest)
 
 
-def _served(raw: np.ndarray, y: np.ndarray, params: FitParams, logged: bool) -> np.ndarray:
-    return cross_calibrated(raw, y, params.alpha, params.objective) if logged else np.maximum(raw, 0.0)
+def _served(raw: np.ndarray, y: np.ndarray, params: FitParams, logged: bool, floor: float,
+            level: float) -> np.ndarray:
+    return cross_calibrated(raw, y, level, params.objective, floor) if logged else np.maximum(raw, 0.0)
 
 
 def _reference(raw: np.ndarray, y: np.ndarray, cal: Calibration, params: FitParams, logged: bool) -> Scores:
@@ -223,7 +248,7 @@ def _entry(d: _Data, params: FitParams, served: tuple[float, ...], cals: list[Ca
            newest_rows: int) -> dict[str, Any]:
     return {
         "quantiles": list(served), "primary_quantile": params.alpha, "objective": params.objective,
-        "target_transform": "log1p" if booster is not None else "identity",
+        "target_transform": "log1p" if d.logged else "identity",
         "calibration": cals[served.index(params.alpha)].as_dict(),
         "calibrations": {quantile_key(q): c.as_dict() for q, c in zip(served, cals, strict=True)},
         "candidate": candidate.name, "selection_log_rmse": selection,

@@ -1,6 +1,9 @@
 """The retrain loop: a background thread running ``Retrainer.run_once`` every interval.
 
-The first cycle starts one interval after start-up. A failing cycle is counted (metric and
+The first cycle starts one interval after start-up. The loop thread — and so the fit threads it starts, which
+inherit it — runs at ``nice`` (Linux: per thread; ``LATENCY_FIT_NICE``): a fit is a burst of CPU every
+interval, and serving that shares the cores (this process's ingest and pull API, or predictors, routers and
+engines on the same host) must not wait for it. A failing cycle is counted (metric and
 ``LoopStatus``), logged with its traceback and shown in ``/readyz`` — never swallowed silently —
 and the next cycle runs as usual (no single row or cycle can stop training for good).
 """
@@ -8,6 +11,8 @@ and the next cycle runs as usual (no single row or cycle can stop training for g
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -38,8 +43,8 @@ class LoopStatus:
 
 
 class RetrainLoop:
-    def __init__(self, retrainer: Retrainer, interval: float, metrics: TrainerMetrics) -> None:
-        self.retrainer, self.interval, self.metrics = retrainer, interval, metrics
+    def __init__(self, retrainer: Retrainer, interval: float, metrics: TrainerMetrics, nice: int = 0) -> None:
+        self.retrainer, self.interval, self.metrics, self.nice = retrainer, interval, metrics, nice
         self.status = LoopStatus()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -58,6 +63,7 @@ class RetrainLoop:
         """Fixed rate: a cycle starts every ``interval`` seconds from the previous start (not ``interval``
         after the previous end), so publishes stay ~``interval`` apart while a cycle takes seconds; a cycle
         that overruns the interval is followed at once by the next one, never by a burst of catch-ups."""
+        lower_priority(self.nice)
         due = time.monotonic() + self.interval
         while not self._stop.wait(max(0.0, due - time.monotonic())):
             self.run_cycle()
@@ -87,3 +93,14 @@ class RetrainLoop:
         self.status.last_error_at = from_epoch(time.time())
         self.metrics.failures.inc()
         log.error("retrain cycle failed (%d so far)", self.status.failures, exc_info=exc)
+
+
+def lower_priority(nice: int) -> None:
+    """Raise the calling thread's nice value by ``nice`` (Linux: threads it starts inherit it; elsewhere a no-op)."""
+    if nice <= 0 or not sys.platform.startswith("linux"):
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
+    except OSError as exc:
+        log.warning("retrain loop keeps its CPU priority: %s", exc)

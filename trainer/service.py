@@ -15,8 +15,9 @@ from shared.errors import BundleError
 from shared.model import LoadedBundle, load_bundle
 from shared.trainer_settings import TrainerSettings
 from shared.unknown_fields import UnknownFields
+from trainer.adaptive import AdaptiveLevel
 from trainer.budget import FitBudget
-from trainer.cycle import Retrainer, bundle_meta
+from trainer.cycle import MIN_FRESH_ROWS, Retrainer, bundle_meta
 from trainer.fit import FitParams
 from trainer.history import TrainerHistory
 from trainer.idempotency import IdempotencyKeys
@@ -73,8 +74,10 @@ class TrainerService:
         self.retrainer = Retrainer(self.spec, self.params, s.min_samples_for_retrain, self.window, self.publisher,
                                    self.live, self.metrics, self.prequential,
                                    Recency(s.recency_half_life_sec, s.recency_floor), s.publish_shift_bound,
-                                   self.history.retrains, FitBudget(s.fit_budget_sec, s.fit_min_location_rows))
-        self.loop = RetrainLoop(self.retrainer, s.retraining_interval_sec, self.metrics)
+                                   self.history.retrains, FitBudget(s.fit_budget_sec, s.fit_min_location_rows),
+                                   s.publish_shift_min_rows,
+                                   AdaptiveLevel(s.quantile_alpha, s.calibration_adapt_rate, MIN_FRESH_ROWS))
+        self.loop = RetrainLoop(self.retrainer, s.retraining_interval_sec, self.metrics, s.fit_nice)
 
     def start(self, run_loop: bool = True) -> None:
         self.lock.acquire()

@@ -70,3 +70,35 @@ def test_join_splits_the_client_ttft_into_parts_that_add_up_and_finds_the_phase(
     assert obs["short"]["client_ttft"]["mean_ms"] == pytest.approx(80.0) and obs["load_generator_loop_lag"][
         "mean_ms"] == 2.0
     assert join([rec], {}, bundles) == []  # a request the router never recorded is not judged
+
+
+def _dense(coverages: list[float], per_window: int = 40, pool: str = "short") -> list[Joined]:
+    """One trained request every 10 s / ``per_window`` from t = 0, each 10 s window covered as given."""
+    out = []
+    for w, covered in enumerate(coverages):
+        for i in range(per_window):
+            ok = i < round(covered * per_window)
+            both = {"ttft": 100.0, "tpot": 100.0}
+            measured = {"ttft": 50.0 if ok else 150.0, "tpot": 50.0 if ok else 150.0}
+            out.append(Joined(f"r{w}-{i}", pool, "http://pod-0", 10.0 * w + 10.0 * i / per_window, both, both,
+                              measured, None, None, "trained"))
+    return out
+
+
+def test_a_dip_after_the_first_trained_bundle_fails_the_verdict_even_when_the_run_covers() -> None:
+    joined = _joined(40, 1.0, phase="prior", start=-40) + _dense([0.95, 0.95, 0.5, 0.95, 0.95, 0.95, 1.0])
+    acc = accuracy(joined)
+    a = acc["short"]["ttft"]
+    assert a["coverage"] >= 0.9 and a["windows"]["min_coverage"] == 0.5 and a["windows"]["min_from_s"] == 20.0
+    assert [w["from_s"] for w in a["windows"]["windows"]] == [10.0 * k for k in range(7)]
+    result = verdict(acc, 0.9)
+    assert result["met"] is False
+    assert "coverage fell to 50 % in the 10 s window from +20 s after the first trained bundle" in result["line"]
+
+
+def test_windows_are_counted_from_the_first_trained_request_and_thin_ones_are_not_judged() -> None:
+    joined = _joined(30, 1.0, phase="prior", start=-30) + _dense([0.9, 0.0, 0.9], per_window=19)
+    w = accuracy(joined)["short"]["ttft"]["windows"]
+    assert w["judged"] == 0 and w["min_coverage"] is None and w["windows"][1]["coverage"] == 0.0
+    assert accuracy(_joined(50, 1.0, phase="prior"))["short"]["ttft"]["windows"]["windows"] == []
+    assert verdict(accuracy(_dense([0.9, 0.92, 0.9])), 0.9)["met"] is True

@@ -110,7 +110,8 @@ def test_conformal_log_offset_hits_target_coverage() -> None:
     assert np.mean(y <= cal.apply_log(raw)) == pytest.approx(0.9, abs=0.005)
     assert cal.offset == pytest.approx(cal.scale - 1.0)  # expm1(raw + c) written as scale/offset
     assert calibrate(raw, y, 0.9, "mean") == Calibration()
-    assert log_offset(raw[:3], y[:3], 0.9) == 0.0
+    resid = np.log1p(y[:3]) - raw[:3]
+    assert log_offset(raw[:3], y[:3], 0.9) == pytest.approx(resid.max())  # too few rows to certify 0.9: the largest
     assert log_offset(raw, y * 100, 0.9) == pytest.approx(np.log(4.0))  # clamped: scale <= 4
 
 
@@ -186,16 +187,17 @@ def test_monotone_constraints_hold() -> None:
         assert np.all(np.diff(out, axis=0) >= -1e-6), (name, field)
 
 
-def test_a_fit_too_small_for_quantiles_serves_milliseconds() -> None:
-    """Below MIN_QUANTILE_ROWS fit rows no quantile booster is fitted: the location must then be fitted on the
-    raw target (served as is, ``identity``), not on log1p(ms) served as milliseconds."""
+def test_a_fit_too_small_for_quantiles_serves_a_calibrated_location_in_milliseconds() -> None:
+    """Below MIN_QUANTILE_ROWS fit rows no quantile booster is fitted: the location (log1p) is served with the
+    primary quantile's conformal correction, in milliseconds."""
     params = FitParams(rounds=30, nthread=1)
     train, hold = window_rows(45, 7), window_rows(30, 8)
     for name in MODEL_NAMES:
         fitted = fit_model(SPEC, name, train, hold, params)
-        assert fitted.entry["target_transform"] == "identity" and fitted.entry["quantiles"] == [0.9]
+        assert fitted.entry["target_transform"] == "log1p" and fitted.entry["quantiles"] == [0.9]
+        assert fitted.entry["quantile_rounds"] == 0 and fitted.entry["calibration"]["scale"] > 1.0
     loaded = fitted_bundle(train, hold, params)
     test = window_rows(500, 9)
     served = loaded.predict("ttft", training_columns("ttft", test, True))
     actual = test.column("actual_ttft_ms")
-    assert 0.5 < float(np.median(served)) / float(np.median(actual)) < 2.0
+    assert 0.8 < float(np.median(served)) / float(np.median(actual)) < 2.5
