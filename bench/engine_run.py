@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import orjson
 
-from demo.engine import ENGINE_STARTUP_S, EngineSpec, start_engines
-from demo.procs import PortAllocator, ProcessSet
+from demo.engine import ENGINE_STARTUP_S, EngineSpec, cores, engine_argv, engine_env
+from demo.procs import LOOPBACK, PortAllocator, ProcessSet
 from sim.engine.hardware import ModelSpec
 from sim.engine.measured import EngineShape
 
@@ -37,15 +37,25 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+ITERATION_LOG_ARG = "--enable-logging-iteration-details"
+"""vLLM flag: one log line per engine step (context / generation requests and tokens, elapsed ms)."""
+
+
 @contextmanager
-def one_engine(spec: EngineSpec, log_dir: Path | None = None) -> Iterator[RunningEngine]:
-    """Start one engine on the first core; yields its URL and shape; stops it on exit."""
+def one_engine(spec: EngineSpec, log_dir: Path | None = None,
+               extra_args: Sequence[str] = ()) -> Iterator[RunningEngine]:
+    """Start one engine (``demo.engine``'s command line + ``extra_args``) with its compute threads on the
+    first core; yields its URL and shape; stops it on exit."""
+    spec.check()
     logs = log_dir or Path(tempfile.mkdtemp(prefix="engine-bench-"))
     with ProcessSet(logs) as procs:
-        (url,) = start_engines(procs, PortAllocator(), spec, 1, prefix="bench-engine")
-        log(f"starting engine ({spec.model_dir}) at {url}, logs in {logs}")
+        port = PortAllocator().take()
+        url = f"http://{LOOPBACK}:{port}"
+        child = procs.start("bench-engine", [*engine_argv(spec, port), *extra_args], engine_env(spec, cores()[0]),
+                            health_urls=[url + "/health"])
+        log(f"starting engine ({spec.model_dir}) at {url}, log {child.log_path}")
         procs.wait_healthy(ENGINE_STARTUP_S)
-        yield RunningEngine(url, engine_shape(url, spec), procs.children["bench-engine-0"].log_path)
+        yield RunningEngine(url, engine_shape(url, spec), child.log_path)
 
 
 def engine_shape(url: str, spec: EngineSpec) -> EngineShape:

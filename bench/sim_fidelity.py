@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from bench.engine_profile import fit_summary, machine_meta, profile_engine
-from bench.engine_run import RunningEngine, log, one_engine
+from bench.engine_run import ITERATION_LOG_ARG, RunningEngine, log, one_engine
 from bench.fidelity_metrics import METRICS, Outcome, compare, from_sim, noise, summarize
 from bench.fidelity_real import play
 from bench.fidelity_saturation import real_saturation_rps, saturation_stream, sim_saturation_rps
@@ -63,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=float, action="append", default=[], help="play this load twice (noise)")
     p.add_argument("--probe", action="store_true", help="also measure saturation on the engine (a burst)")
     p.add_argument("--log-dir", type=Path, default=None)
+    p.add_argument("--step-log", action="store_true",
+                   help="engine logs every step (vLLM iteration details); summarized per load into the result")
     return p
 
 
@@ -132,7 +134,7 @@ def run_loads(args: argparse.Namespace, engine: RunningEngine, profile: Measured
         run = play_on_engine(engine, profile, stream)
         outcomes = run.pop("outcomes")
         real = summarize(outcomes)
-        info = {"load": load, "rate_rps": round(stream.rate_rps, 4), "requests": len(stream.requests),
+        info = {"load": load, "rate_rps": stream.rate_rps, "requests": len(stream.requests),
                 "span_s": round(stream.span_s, 1), **run, "real": real, "outcomes": outcome_columns(outcomes)}
         if load in first_real:
             out["noise"] += noise(load, first_real[load], real)
@@ -155,11 +157,13 @@ def main(argv: list[str] | None = None) -> None:
     trace = args.trace or default_trace()
     spec = EngineSpec(model_dir=args.model.resolve(), python=args.engine_python)
     command = " ".join(["python -m bench.sim_fidelity", *(sys.argv[1:] if argv is None else argv)])
-    with one_engine(spec, args.log_dir) as engine:
+    extra = [ITERATION_LOG_ARG] if args.step_log else []
+    with one_engine(spec, args.log_dir, extra) as engine:
         profile, profile_path = obtain_profile(args, engine)
         sat = saturation(args, engine, profile, trace)
         out = run_loads(args, engine, profile, trace, sat["rps"])
-    out.update(command=command, saturation=sat,
+    settings = {"trace": str(trace), "duration_s": args.duration, "start_s": args.start, "seed": args.seed}
+    out.update(command=command, settings=settings, saturation=sat,
                profile={"path": str(profile_path), "fit": profile.fit.to_json(), "meta": dict(profile.meta)},
                machine={"cores": os.cpu_count(), "load_avg_end": list(os.getloadavg())})
     args.out.parent.mkdir(parents=True, exist_ok=True)
