@@ -67,8 +67,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-ENGINE_DEFAULTS = {"rate_scale": 0.12, "duration": 90.0}
-"""With real engines: the conversation trace at 0.12x its rate keeps two CPU engines busy but not saturated."""
+ENGINE_DEFAULTS = {"rate_scale": 0.2, "duration": 120.0}
+"""With real engines: the conversation trace at 0.2x its rate (~0.6 requests/s: two CPU engines busy, not
+saturated — they serve ~0.9/s of this mix) for two minutes."""
+MIN_SAMPLES = 30
+ENGINE_MIN_SAMPLES = 10
+"""A real CPU engine completes ~0.6 requests/s, not the sim pods' ~13: the first fit waits for 10 rows (~15 s),
+not 30 (~50 s of the prior, which models a GPU and is several-fold off a CPU engine)."""
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -125,7 +130,8 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher
     args.workdir.mkdir(parents=True)
     pool_specs, described = pools(args)
     spec = StackSpec(pools=pool_specs, time_scale=args.time_scale, retrain_interval_s=args.retrain_interval,
-                     sync_interval_s=1.0, min_samples_for_retrain=30, seed=args.seed,
+                     sync_interval_s=1.0, seed=args.seed,
+                     min_samples_for_retrain=ENGINE_MIN_SAMPLES if args.engines else MIN_SAMPLES,
                      router={"predictor_timeout_ms": 50.0})
     started = time.monotonic()
     print(f"starting the stack in {args.workdir} (pools: {described}; "
