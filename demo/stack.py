@@ -130,7 +130,6 @@ class Stack:
         url = f"http://{LOOPBACK}:{port}"
         env = {"LATENCY_RETRAINING_INTERVAL_SEC": str(self.spec.retrain_interval_s),
                "LATENCY_MIN_SAMPLES_FOR_RETRAIN": str(self.spec.min_samples_for_retrain),
-               "LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH": str(self.spec.min_samples_for_retrain),
                "LATENCY_TRAIN_THREADS": "1", "OMP_NUM_THREADS": "1", **self.spec.trainer_env}
         argv = [sys.executable, "-m", "trainer", "--host", LOOPBACK, "--port", str(port),
                 "--data-dir", str(self.workdir / f"trainer-{pool.name}")]

@@ -15,8 +15,6 @@ class TrainerSettings(CommonSettings):
     retraining_interval_sec: float = env("LATENCY_RETRAINING_INTERVAL_SEC", 10.0, "Seconds between retrains.",
                                          gt=0)
     min_samples_for_retrain: int = env("LATENCY_MIN_SAMPLES_FOR_RETRAIN", 100, "Rows needed to retrain.", ge=1)
-    min_samples_for_retrain_fresh: int = env("LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH", 10,
-                                             "Threshold after a bootstrap start.", ge=1)
     max_training_data_size_per_bucket: int = env("LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET", 10_000,
                                                  "Most rows kept per (queue, cache, prefix) bucket and model.", ge=1)
     test_train_ratio: float = env("LATENCY_TEST_TRAIN_RATIO", 0.1, "Share of newest rows held out.", gt=0, lt=1)

@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--coverage-after", type=float, default=60.0,
                    help="served coverage is also reported over requests dispatched after this many seconds")
     p.add_argument("--retrain-interval", type=float, default=4.0, help="LATENCY_RETRAINING_INTERVAL_SEC")
-    p.add_argument("--min-samples", type=int, default=20, help="LATENCY_MIN_SAMPLES_FOR_RETRAIN(_FRESH)")
+    p.add_argument("--min-samples", type=int, default=20, help="LATENCY_MIN_SAMPLES_FOR_RETRAIN")
     p.add_argument("--predictor-timeout-ms", type=float, default=50.0, help="router predictor_timeout_ms")
     p.add_argument("--workdir", type=Path, default=None, help="logs and trainer data (default: next to --out)")
     p.add_argument("--seed", type=int, default=0)

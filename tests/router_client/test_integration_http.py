@@ -27,7 +27,7 @@ from sim.pod.launch import run_pods
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = "You are a careful assistant who answers briefly. " * 8
 ENV = {"LATENCY_RETRAINING_INTERVAL_SEC": "1", "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "20",
-       "LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH": "5", "LATENCY_XGB_N_ESTIMATORS": "20", "LATENCY_TRAIN_THREADS": "1",
+       "LATENCY_XGB_N_ESTIMATORS": "20", "LATENCY_TRAIN_THREADS": "1",
        "MODEL_SYNC_INTERVAL_SEC": "1", "LATENCY_LOG_LEVEL": "WARNING"}
 
 
