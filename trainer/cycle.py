@@ -43,6 +43,10 @@ from trainer.window import Window
 
 log = logging.getLogger("trainer.retrain")
 MIN_FRESH_ROWS = 20
+MIN_FIT_ROWS = 8
+"""A fit needs this many rows (train + holdout): ``fitted.newest_split`` keeps at least 2 of them newest, for
+calibration and the champion/challenger scores (the window's holdout alone is 10 %: one row below 20).
+"""
 NOISE_Z = 2.0
 """A challenger is kept out only when it is worse than the live model by more than this many standard errors of
 the paired per-row loss difference on the newest rows."""
@@ -122,7 +126,7 @@ class Retrainer:
         added = self.window.rows_added(name)
         train, holdout = self.window.snapshot(name)
         total = len(train) + len(holdout)
-        if total < self.min_samples or added == self._fitted_at_rows[name] or len(train) < 2 or len(holdout) < 2:
+        if total < max(self.min_samples, MIN_FIT_ROWS) or added == self._fitted_at_rows[name] or not len(holdout):
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s not retrained: %d samples (threshold %d), %d new", name.upper(), total,
                           self.min_samples, added - self._fitted_at_rows[name])

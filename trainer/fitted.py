@@ -48,13 +48,15 @@ STOP_ROWS = 2_000
 MIN_QUANTILE_ROWS = 50
 PROBE_ROWS = 512
 MIN_NEWEST = 100
+MIN_NEWEST_ROWS = 2
 """The newest rows (calibration, selection, scores) are at least this many, or a quarter of the rows while fewer
 (half cost 0.15 of coverage in the class-blind correction replay, tests/sim/test_pipeline_policies.py)."""
 
 
 def newest_split(train: Rows, holdout: Rows) -> tuple[Rows, Rows]:
-    """(train, newest): the holdout grown with the newest train rows to ``min(MIN_NEWEST, rows // 4)`` rows."""
-    want = min(MIN_NEWEST, (len(train) + len(holdout)) // 4) - len(holdout)
+    """(train, newest): the holdout grown with the newest train rows to ``min(MIN_NEWEST, rows // 4)`` rows, and
+    at least ``MIN_NEWEST_ROWS``."""
+    want = max(MIN_NEWEST_ROWS, min(MIN_NEWEST, (len(train) + len(holdout)) // 4)) - len(holdout)
     if want <= 0 or want >= len(train):
         return train, holdout
     order = np.argsort(train.seq, kind="stable")

@@ -177,3 +177,15 @@ def test_the_retrain_loop_and_the_threads_it_starts_run_nicer() -> None:
     thread.start()
     thread.join()
     assert seen["loop"] == seen["child"] == min(19, seen["before"] + 5)
+
+
+def test_a_slow_engine_gets_its_first_fit_at_the_configured_row_count(
+        client_factory: Callable[..., TestClient]) -> None:
+    """10 rows (a CPU engine's first ~15 s) are enough for a first fit when LATENCY_MIN_SAMPLES_FOR_RETRAIN is 10:
+    the window's holdout (10 %: one row) is grown to two newest rows, not waited on until 20 rows arrive."""
+    client = client_factory(min_samples_for_retrain=10)
+    post(client, make_rows(9, seed=7))
+    assert service_of(client).loop.run_cycle() is None
+    post(client, make_rows(1, seed=8))
+    assert service_of(client).loop.run_cycle() == 2
+    assert service_of(client).live.get().bundle.manifest["prior"] is False
