@@ -8,6 +8,15 @@ from typing import Any
 
 from sim.engine.config import EngineConfig
 from sim.engine.errors import ConfigError
+from sim.engine.kv_transfer import KVLink
+
+ROLES = ("", "prefill", "decode", "both")
+"""Pod roles (llm-d's ``llm-d.ai/role`` label): ``""`` aggregated (no label), ``prefill`` (prefill legs of
+disaggregated requests), ``decode`` / ``both`` (decode legs, and whole requests the decider keeps local).
+See :mod:`sim.cluster.disagg`."""
+PREFILL = "prefill"
+POD_TYPES = {"prefill": "prefill", "decode": "decode"}
+"""Role → the ``pod_type`` feature a router sends for the pod (``both`` and ``""`` serve whole requests: ``""``)."""
 
 
 @dataclass(frozen=True)
@@ -33,8 +42,12 @@ class PoolSpec:
     groups: tuple[PodGroupSpec, ...] = ()
     """Mixed pool: the pods in order, group by group (``count`` is their total)."""
     pod_class: str = ""
+    role: str = ""
+    """Every pod of the pool plays this role (:data:`ROLES`)."""
 
     def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ConfigError(f"pool {self.name!r}: role must be one of {[r for r in ROLES if r]}, got {self.role!r}")
         if self.groups and self.count != sum(g.count for g in self.groups):
             raise ConfigError(f"pool {self.name!r}: count {self.count} is not the sum of its groups' counts")
 
@@ -56,6 +69,7 @@ class PodPlan:
     pool: str
     engine: EngineConfig
     pod_class: str
+    role: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,8 @@ class ClusterConfig:
     fast_forward: bool = True
     expose_output_length: bool = False
     """Oracle: ``RequestView.expected_output_tokens`` carries the generated output length."""
+    kv_link: KVLink = KVLink()
+    """The link decode pods pull prefill pods' KV over (P/D disaggregation only)."""
 
     def pod_ids(self) -> list[tuple[str, str]]:
         """``(pod_id, pool)`` pairs; ids are ``<pool>-<i>`` (``pod-<i>`` for a single default pool)."""
@@ -77,7 +93,7 @@ class ClusterConfig:
         out = []
         for pool in self.pools:
             for i, (engine, pod_class) in enumerate(pool.members()):
-                out.append(PodPlan(f"{pool.name}-{i}", pool.name, engine, pod_class))
+                out.append(PodPlan(f"{pool.name}-{i}", pool.name, engine, pod_class, pool.role))
         return out
 
 
@@ -96,6 +112,16 @@ def parse_pools(spec: str, default_preset: str, overrides: dict[str, Any]) -> tu
         pools.append(PoolSpec(fields[0], int(fields[1]), EngineConfig.from_preset(preset, **overrides)))
     check_unique(pools)
     return tuple(pools)
+
+
+def parse_pd(spec: str, preset: str, overrides: dict[str, Any]) -> tuple[PoolSpec, ...]:
+    """``P:D`` → a ``prefill`` pool of P prefill-role pods and a ``decode`` pool of D decode-role pods."""
+    fields = spec.split(":")
+    if len(fields) != 2 or not all(f.isdigit() and int(f) > 0 for f in fields):
+        raise ConfigError(f"bad --pd spec {spec!r}; expected P:D with P, D >= 1 (e.g. 6:2)")
+    engine = EngineConfig.from_preset(preset, **overrides)
+    return (PoolSpec("prefill", int(fields[0]), engine, role="prefill"),
+            PoolSpec("decode", int(fields[1]), engine, role="decode"))
 
 
 def check_unique(pools: list[PoolSpec]) -> None:

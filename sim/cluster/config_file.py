@@ -14,6 +14,10 @@ preset = "llama3-8b-h100"
 pod_class = "h100"                # default: the preset name
 ```
 
+A pool may carry a ``role`` (``prefill``, ``decode``, ``both``; default none: aggregated) for prefill/decode
+disaggregation, and the cluster keys ``kv_link_gbps`` / ``kv_link_latency_ms`` set the KV link
+(:mod:`sim.cluster.disagg`).
+
 A pool without ``groups`` takes ``count`` (and optionally ``preset`` / ``pod_class``) directly.
 Engine keys: :data:`sim.engine.config.FILE_KEYS`. Unknown keys and wrong types fail, naming the
 pool (and group) and the key.
@@ -21,6 +25,7 @@ pool (and group) and the key.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 from collections.abc import Mapping
@@ -32,7 +37,7 @@ from sim.engine.config import EngineConfig, check_file_overrides
 from sim.engine.errors import ConfigError
 
 CLUSTER_KEYS = {"scrape_interval_s": float, "router_prefix_blocks": int, "fast_forward": bool,
-                "expose_output_length": bool}
+                "expose_output_length": bool, "kv_link_gbps": float, "kv_link_latency_ms": float}
 DEFAULT_PRESET = "llama3-8b-a100"
 
 
@@ -71,15 +76,17 @@ def _pool(raw: Any, index: int) -> PoolSpec:
     where = f"pool {name!r}"
     groups = raw.pop("groups", None)
     preset = _take(raw, "preset", str, where, DEFAULT_PRESET)
+    role = _take(raw, "role", str, where, "")
     if groups is None:
         group = _group(raw, where, preset, {})
-        return PoolSpec(name, group.count, group.engine, pod_class=group.pod_class)
+        return PoolSpec(name, group.count, group.engine, pod_class=group.pod_class, role=role)
     if "count" in raw or "pod_class" in raw:
         raise ConfigError(f"{where}: 'count' / 'pod_class' go in each [[pools.groups]] of a mixed pool")
     if not isinstance(groups, list) or not groups:
         raise ConfigError(f"{where}: 'groups' must be a non-empty list of tables")
     base = check_file_overrides(raw, where)
-    return PoolSpec.mixed(name, tuple(_group(g, f"{where} group {i}", preset, base) for i, g in enumerate(groups)))
+    groups_ = tuple(_group(g, f"{where} group {i}", preset, base) for i, g in enumerate(groups))
+    return dataclasses.replace(PoolSpec.mixed(name, groups_), role=role)
 
 
 def load_cluster_file(path: Path) -> tuple[tuple[PoolSpec, ...], dict[str, Any]]:

@@ -89,19 +89,36 @@ class PodSnapshot:
 @dataclass(frozen=True)
 class Decision:
     pod_id: str | None
+    """The pod that serves the request: on a P/D cluster the decode pod (it streams the tokens)."""
     shed_reason: str | None = None
     predicted_ttft_ms: float | None = None
     predicted_tpot_ms: float | None = None
+    prefill_pod_id: str | None = None
+    """P/D clusters: a ``prefill`` pod to prefill on before ``pod_id`` decodes (None: ``pod_id`` does both)."""
 
     @classmethod
     def route(
-        cls, pod_id: str, predicted_ttft_ms: float | None = None, predicted_tpot_ms: float | None = None
+        cls, pod_id: str, predicted_ttft_ms: float | None = None, predicted_tpot_ms: float | None = None,
+        prefill_pod_id: str | None = None,
     ) -> Decision:
-        return cls(pod_id, None, predicted_ttft_ms, predicted_tpot_ms)
+        return cls(pod_id, None, predicted_ttft_ms, predicted_tpot_ms, prefill_pod_id)
 
     @classmethod
     def shed(cls, reason: str) -> Decision:
         return cls(None, reason)
+
+
+@dataclass(frozen=True)
+class PrefillLeg:
+    """The prefill half of a disaggregated request (:mod:`sim.cluster.disagg`)."""
+
+    pod_id: str
+    pool: str
+    features: Mapping[str, float | int | str]
+    """The prefill pod's features at dispatch (``pod_type`` ``prefill``)."""
+    sample: Mapping[str, float | int | str]
+    """Its TrainingEntry row: ``actual_ttft_ms`` = arrival → the prefill pod's one token, ``actual_tpot_ms`` 0."""
+    ttft_ms: float
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,9 @@ class Completion:
     prefix_hit_fraction: float
     preemptions: int
     finished_at_s: float
+    prefill: PrefillLeg | None = None
+    """Disaggregated requests: the prefill leg (then ``sample`` is the decode leg's row: ``actual_ttft_ms`` from
+    reaching the decode pod to the first token, ``pod_type`` ``decode``; ``ttft_ms`` stays end to end)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +153,8 @@ class PolicyContext:
     """Free-form ``--policy-opt key=value`` pairs; unknown keys should raise ValueError at build."""
     pod_classes: Mapping[str, str] = field(default_factory=dict)
     """``pod_id -> pod_class`` (see :attr:`PodSnapshot.pod_class`)."""
+    pod_roles: Mapping[str, str] = field(default_factory=dict)
+    """``pod_id -> role`` (``prefill``, ``decode``, ``both``, ``""``: :data:`sim.cluster.config.ROLES`)."""
 
 
 @runtime_checkable

@@ -18,6 +18,10 @@ PIPELINE_MODULES: dict[str, tuple[str, str]] = {
     "dual-pool": ("sim.policies.predicted_latency", "dual_pool"),
     "load-prefix": ("sim.policies.load_prefix", "load_prefix"),
     "dual-pool-round-robin": ("sim.policies.pool_round_robin", "DualPoolRoundRobin"),
+    "pd-round-robin": ("sim.policies.pd.round_robin", "pd_round_robin"),
+    "pd-load-prefix": ("sim.policies.pd.load_prefix", "pd_load_prefix"),
+    "pd-predicted-latency": ("sim.policies.pd.predicted", "pd_predicted_latency"),
+    "pd-predicted-latency-slo": ("sim.policies.pd.pairs", "pd_predicted_latency_slo"),
 }
 """The pipeline policies of ``sim/policies`` (imported on first build: they load XGBoost)."""
 

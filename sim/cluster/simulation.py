@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sim.cluster.config import ClusterConfig, PodPlan
+from sim.cluster.config import POD_TYPES, ClusterConfig, PodPlan
 from sim.cluster.policy import (
     Completion,
     Decision,
@@ -63,6 +63,17 @@ class RequestRecord:
     """Why the request was lost after dispatch (``pod_failed``), else None."""
     first_token_s: float | None = None
     """Virtual time of the first token (set when it is delivered, before completion)."""
+    prefill_pod: str | None = None
+    """P/D clusters: the pod that prefilled the prompt (``pod_id`` itself when not disaggregated)."""
+    decode_pod: str | None = None
+    """P/D clusters: the pod that decoded and streamed the tokens (= ``pod_id``)."""
+    disaggregated: bool | None = None
+    """P/D clusters: prefilled on a prefill pod and its KV shipped to the decode pod."""
+    kv_transfer_ms: float | None = None
+    """Disaggregated: from the decode pod's block allocation to the last KV byte (link queue + bytes / bandwidth
+    + latency)."""
+    kv_block_wait_ms: float | None = None
+    """Disaggregated: from reaching the decode pod to its KV blocks being allocated (queue, no free blocks)."""
 
 
 @dataclass
@@ -107,6 +118,8 @@ class SimPod:
     """False while a controller drains the pod or keeps it off (no routing candidate)."""
     tp: int = 1
     """GPUs of the pod (its tensor-parallel degree)."""
+    role: str = ""
+    """``prefill``, ``decode``, ``both`` or ``""`` (:data:`sim.cluster.config.ROLES`)."""
 
 
 class Controller(Protocol):
@@ -165,7 +178,7 @@ class ClusterSimulation:
     def _make_pod(plan: PodPlan, seed: int) -> SimPod:
         engine = Engine(plan.engine, StepTimeModel(plan.engine, seed=seed))
         return SimPod(plan.pod_id, plan.pool, plan.pod_class, engine, ScrapedMetrics(0, 0, 0.0, 0, 0.0),
-                      tp=plan.engine.tensor_parallel_size)
+                      tp=plan.engine.tensor_parallel_size, role=plan.role)
 
     def run(self, items: Sequence[ReplayItem], progress: ProgressFn | None = None,
             stop: StopFn | None = None) -> ReplayResult:
@@ -233,7 +246,7 @@ class ClusterSimulation:
         for pod in self.pods:
             e = pod.engine
             pod.scraped = ScrapedMetrics(
-                len(e.waiting), len(e.running), e.kv_usage, e.stats.preemptions, tick
+                e.num_waiting, len(e.running), e.kv_usage, e.stats.preemptions, tick
             )
         self._last_tick = tick
 
@@ -250,14 +263,16 @@ class ClusterSimulation:
         while events and events[0][0] <= t:
             when, _, kind, seq = heapq.heappop(events)
             d: _Dispatch = seq.payload
-            if d.aborted:
-                continue
-            if kind == FIRST_TOKEN:
-                d.first_token_seen = True
-                d.record.first_token_s = when
-                self.in_flight.first_token(d.pod.pod_id, d.uncached)
-            else:
-                self._complete(seq, d, when)
+            if not d.aborted:
+                self._event(when, kind, seq, d)
+
+    def _event(self, when: float, kind: int, seq: EngineSeq, d: _Dispatch) -> None:
+        if kind == FIRST_TOKEN:
+            d.first_token_seen = True
+            d.record.first_token_s = when
+            self.in_flight.first_token(d.pod.pod_id, d.uncached)
+        else:
+            self._complete(seq, d, when)
 
     # -- routing -----------------------------------------------------------------------------
     def _snapshots(self, view: RequestView) -> list[PodSnapshot]:
@@ -276,6 +291,7 @@ class ClusterSimulation:
                     self.in_flight.requests[pod.pod_id],
                     self.in_flight.prefill_tokens[pod.pod_id],
                     self.prefix.score(pod.pod_id, view.block_hashes),
+                    pod_type=POD_TYPES.get(pod.role, ""),
                     pod_class=pod.pod_class,
                 )
             )
@@ -299,6 +315,14 @@ class ClusterSimulation:
         snap = next((s for s in snaps if s.pod_id == decision.pod_id), None)
         if snap is None:
             raise SimError(f"policy {self.policy.name!r} chose {decision.pod_id!r}, not a candidate")
+        self._route(item, decision, snaps, snap, rec, t)
+
+    def _route(self, item: ReplayItem, decision: Decision, snaps: Sequence[PodSnapshot], snap: PodSnapshot,
+               rec: RequestRecord, t: float) -> None:
+        """Send the request to the chosen pod (``snap``); P/D clusters also handle a prefill pod here."""
+        if decision.prefill_pod_id not in (None, snap.pod_id):
+            raise SimError(f"policy {self.policy.name!r} asked for a prefill pod on a cluster without prefill pods")
+        view = item.view
         pod = self._by_id[snap.pod_id]
         rec.pod_id, rec.pool, rec.pod_class = pod.pod_id, pod.pool, pod.pod_class
         uncached = round(view.prompt_tokens * (1.0 - snap.prefix_cache_score))

@@ -8,12 +8,14 @@ runs of pure-decode steps in closed form (cluster replay), see :mod:`sim.engine.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 
 from sim.engine.config import EngineConfig
-from sim.engine.errors import PodFailed, PromptTooLong
+from sim.engine.errors import PodFailed, PromptTooLong, SimError
 from sim.engine.fastforward import try_decode_jump
+from sim.engine.kv_transfer import IngressLink, RemoteKV, loaded, start_transfer
 from sim.engine.kvcache import BlockPool
 from sim.engine.sequence import FINISHED, FIRST_TOKEN, Event, Sequence
 from sim.engine.steptime import StepTimeModel
@@ -57,6 +59,10 @@ class Engine:
         self.stats = EngineStats()
         self.failed = False
         """Set by a scenario's ``fail`` event: the pod takes no requests until ``restore``."""
+        self.receiving: list[Sequence] = []
+        """Disaggregated requests holding KV blocks while their prompt KV arrives (:mod:`sim.engine.kv_transfer`)."""
+        self.kv_ingress: IngressLink | None = None
+        """The link prompt KV arrives over; set on pods that take disaggregated requests (:meth:`add_remote`)."""
 
     # -- admission ---------------------------------------------------------------------------
     def check_fits(self, prompt_len: int, requested_output: int = 0) -> None:
@@ -71,13 +77,31 @@ class Engine:
             raise PodFailed()
         self.check_fits(seq.prompt_len)
         seq.output_len = min(seq.output_len, self.cfg.max_model_len - seq.prompt_len)
-        if not self.has_work():
+        if not self.running and not self.waiting:
             self.clock = max(self.clock, now)
         seq.arrival = now
         self.waiting.append(seq)
 
+    def add_remote(self, seq: Sequence, now: float, remote: RemoteKV) -> None:
+        """Queue a disaggregated request whose prompt was prefilled elsewhere: its KV is pulled over
+        :attr:`kv_ingress` once the scheduler has blocks for it (:mod:`sim.engine.kv_transfer`)."""
+        if self.kv_ingress is None:
+            raise SimError("this engine has no KV ingress link: it cannot take disaggregated requests")
+        remote.queued_s = now
+        seq.remote = remote
+        self.add(seq, now)
+
     def has_work(self) -> bool:
-        return bool(self.running or self.waiting)
+        return bool(self.running or self.waiting or self.receiving)
+
+    @property
+    def num_waiting(self) -> int:
+        """``vllm:num_requests_waiting``: queued requests, those waiting for remote KV included."""
+        return len(self.waiting) + len(self.receiving)
+
+    def next_wake(self) -> float:
+        """When the next transfer into this engine completes (``inf``: none in flight)."""
+        return min((s.remote.ready_s for s in self.receiving), default=math.inf)
 
     @property
     def kv_usage(self) -> float:
@@ -89,10 +113,12 @@ class Engine:
             return
         if seq in self.waiting:
             self.waiting.remove(seq)
+        elif seq in self.receiving:
+            self.receiving.remove(seq)
         elif seq in self.running:
             self.running.remove(seq)
-            self.pool.release(seq.hashed, seq.n_plain)
-            seq.hashed, seq.n_plain = [], 0
+        self.pool.release(seq.hashed, seq.n_plain)
+        seq.hashed, seq.n_plain = [], 0
         seq.finished = True
         seq.finish_time = self.clock
 
@@ -100,13 +126,14 @@ class Engine:
     def fail(self, now: float) -> list[Sequence]:
         """The pod crashes at ``now``: every queued and running request is lost (returned), and so
         is the KV cache content (the pool restarts empty); no admission until :meth:`restore`."""
-        lost = [*self.running, *self.waiting]
+        lost = [*self.running, *self.waiting, *self.receiving]
         for seq in lost:
             seq.finished = True
             seq.finish_time = now
             seq.hashed, seq.n_plain = [], 0
         self.running = []
         self.waiting.clear()
+        self.receiving = []
         self.pool = BlockPool(self.pool.num_blocks, self.cfg.enable_prefix_caching)
         self.clock = max(self.clock, now)
         self.failed = True
@@ -134,12 +161,18 @@ class Engine:
     def advance_until(self, t: float, fast_forward: bool = True) -> list[Event]:
         """Run every step that starts before ``t``; return first-token / finish events."""
         events: list[Event] = []
-        while (self.running or self.waiting) and self.clock < t:
-            if fast_forward and self.running and try_decode_jump(self, t, events):
+        while self.has_work() and self.clock < t:
+            if self.receiving:
+                self._collect_loaded()
+            if fast_forward and self.running and try_decode_jump(self, min(t, self.next_wake()), events):
                 continue
             res = self.step()
             if res is None:
-                break
+                wake = self.next_wake()
+                if wake <= self.clock or wake >= t:
+                    break
+                self.clock = wake
+                continue
             for seq in res.emitted:
                 if seq.num_output == 1:
                     events.append((res.end, FIRST_TOKEN, seq))
@@ -149,6 +182,8 @@ class Engine:
 
     # -- scheduling --------------------------------------------------------------------------
     def _schedule(self) -> tuple[list[Sequence], list[int]]:
+        if self.receiving:
+            self._collect_loaded()
         budget = self.cfg.max_num_batched_tokens
         bs = self.block_size
         seqs: list[Sequence] = []
@@ -203,6 +238,12 @@ class Engine:
         pool = self.pool
         while self.waiting and budget > 0 and len(self.running) < self.cfg.max_num_seqs:
             seq = self.waiting[0]
+            if seq.remote is not None:
+                taken = self._admit_remote(seq, seqs, counts)
+                if taken is None:
+                    break
+                budget -= taken
+                continue
             limit = (seq.length - 1) // bs
             matched, free_matched = pool.match_prefix(seq.block_hashes[:limit])
             hit_tokens = matched * bs
@@ -230,6 +271,36 @@ class Engine:
             counts.append(n)
             budget -= n
         return budget
+
+    def _admit_remote(self, seq: Sequence, seqs: list[Sequence], counts: list[int]) -> int | None:
+        """Head of the queue is disaggregated: allocate its blocks and start the transfer (0 tokens), or, once
+        its KV is here, run it (1 token: the last prompt token); None when its blocks are not free."""
+        remote: RemoteKV = seq.remote
+        if remote.allocated_s is None:
+            if self.kv_ingress is None or not start_transfer(self, seq, remote, self.kv_ingress):
+                return None
+            self.waiting.popleft()
+            self.receiving.append(seq)
+            return 0
+        self.waiting.popleft()
+        seq.remote = None
+        seq.admitted = True
+        self.stats.admitted += 1
+        self.running.append(seq)
+        seqs.append(seq)
+        counts.append(1)
+        return 1
+
+    def _collect_loaded(self) -> None:
+        """Requests whose KV has arrived by now go back to the front of the queue, in arrival order."""
+        clock = self.clock
+        done = [s for s in self.receiving if s.remote.ready_s <= clock]
+        if not done:
+            return
+        self.receiving = [s for s in self.receiving if s.remote.ready_s > clock]
+        for seq in sorted(done, key=lambda s: s.remote.ready_s, reverse=True):
+            loaded(seq)
+            self.waiting.appendleft(seq)
 
     # -- execution ---------------------------------------------------------------------------
     def _execute(self, seqs: list[Sequence], counts: list[int]) -> StepResult:

@@ -16,6 +16,7 @@ from collections import deque
 from typing import Protocol
 
 from sim.engine.config import EngineConfig
+from sim.engine.kv_transfer import can_allocate
 from sim.engine.kvcache import BlockPool
 from sim.engine.sequence import FINISHED, Event, Sequence
 from sim.engine.steptime import StepTimeModel
@@ -41,6 +42,8 @@ def _head_can_join(engine: EngineState, batch: int) -> bool:
     if not engine.waiting or batch >= engine.cfg.max_num_seqs:
         return False
     seq = engine.waiting[0]
+    if seq.remote is not None:  # disaggregated: it joins once its KV is here, or its blocks get allocated now
+        return seq.remote.allocated_s is not None or can_allocate(engine, seq)
     bs = engine.block_size
     matched, free_matched = engine.pool.match_prefix(seq.block_hashes[: (seq.length - 1) // bs])
     budget = engine.cfg.max_num_batched_tokens - batch

@@ -20,7 +20,7 @@ class Sequence:
     __slots__ = (
         "request_id", "prompt_len", "output_len", "block_hashes", "arrival", "payload",
         "num_computed", "num_output", "hashed", "n_plain", "registered", "first_token_time",
-        "finish_time", "preemptions", "hit_tokens", "first_hit_tokens", "admitted", "finished",
+        "finish_time", "preemptions", "hit_tokens", "first_hit_tokens", "admitted", "finished", "remote",
     )
 
     def __init__(
@@ -51,6 +51,9 @@ class Sequence:
         self.first_hit_tokens: int | None = None
         self.admitted = False
         self.finished = False
+        self.remote: Any = None
+        """Disaggregated request: its prompt KV comes from a prefill pod (:class:`sim.engine.kv_transfer.RemoteKV`)
+        until the scheduler admits it; None for a request this engine prefills itself."""
 
     @property
     def length(self) -> int:

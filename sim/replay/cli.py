@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from sim.cluster.config import ClusterConfig, PoolSpec, parse_pools
+from sim.cluster.config import ClusterConfig, PoolSpec, parse_pd, parse_pools
 from sim.cluster.config_file import load_cluster_file
 from sim.engine.config import PRESETS, PROVISIONING_RULES, EngineConfig
 from sim.engine.errors import ConfigError
+from sim.engine.kv_transfer import KVLink
 from sim.engine.measured import load_profile
 from sim.paths import default_trace
 from sim.scenario import Scenario, load_scenario
@@ -30,6 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="multi-pool spec name:count[:preset],... e.g. short:6,long:2")
     p.add_argument("--cluster-config", type=Path, default=None,
                    help="JSON/TOML file with [[pools]] and cluster keys")
+    p.add_argument("--pd", default=None, metavar="P:D",
+                   help="prefill/decode disaggregation: P prefill pods + D decode pods of --preset")
+    p.add_argument("--link-gbps", type=float, default=None,
+                   help=f"KV transfer bandwidth per GPU NIC, Gbit/s (default {KVLink.gbps:g})")
+    p.add_argument("--link-latency-ms", type=float, default=None,
+                   help=f"KV transfer latency per request, ms (default {KVLink.latency_ms:g})")
     p.add_argument("--policy", default="round-robin", help="policy name, or comma-separated names to compare")
     p.add_argument("--policy-module", action="append", default=[],
                    help="import a module that registers policies")
@@ -115,6 +122,8 @@ def cluster_from_args(args: argparse.Namespace) -> ClusterConfig:
     extra: dict[str, Any] = {}
     if args.cluster_config is not None and args.profile is not None:
         raise ConfigError("--profile does not combine with --cluster-config")
+    if args.pd and (args.cluster_config is not None or args.profile is not None):
+        raise ConfigError("--pd does not combine with --cluster-config / --profile (give roles in the file)")
     if args.cluster_config is not None:
         given = sorted(k for k, v in overrides.items() if v is not None)
         if given:
@@ -125,6 +134,10 @@ def cluster_from_args(args: argparse.Namespace) -> ClusterConfig:
         if args.pools:
             raise ConfigError("--profile describes one engine: it does not combine with --pools")
         pools = (PoolSpec("pod", args.pods, load_profile(args.profile).engine_config(**overrides)),)
+    elif args.pd:
+        if args.pools:
+            raise ConfigError("--pd gives the pools: it does not combine with --pools")
+        pools = parse_pd(args.pd, args.preset, overrides)
     elif args.pools:
         pools = parse_pools(args.pools, args.preset, overrides)
     else:
@@ -139,7 +152,19 @@ def cluster_from_args(args: argparse.Namespace) -> ClusterConfig:
         "expose_output_length": args.expose_output_length,
     }
     kwargs.update(extra)
+    kwargs["kv_link"] = _kv_link(args, kwargs.pop("kv_link_gbps", None), kwargs.pop("kv_link_latency_ms", None))
     return ClusterConfig(pools=pools, **kwargs)
+
+
+def _kv_link(args: argparse.Namespace, gbps: float | None, latency_ms: float | None) -> KVLink:
+    """The KV link from the flags, else the cluster file's ``kv_link_gbps`` / ``kv_link_latency_ms``."""
+    gbps = args.link_gbps if args.link_gbps is not None else gbps
+    latency_ms = args.link_latency_ms if args.link_latency_ms is not None else latency_ms
+    try:
+        return KVLink(gbps=KVLink.gbps if gbps is None else gbps,
+                      latency_ms=KVLink.latency_ms if latency_ms is None else latency_ms)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def scenario_from_args(args: argparse.Namespace, cfg: ClusterConfig) -> Scenario | None:

@@ -7,9 +7,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sim.cluster.config import ClusterConfig
+from sim.cluster.disagg import make_simulation
 from sim.cluster.policy import PolicyContext
 from sim.cluster.registry import PolicyRegistry, default_registry
-from sim.cluster.simulation import ClusterSimulation, Controller, ProgressFn, ReplayItem, ReplayResult, StopFn
+from sim.cluster.simulation import Controller, ProgressFn, ReplayItem, ReplayResult, StopFn
 from sim.replay.summary import summarize
 from sim.scenario import Scenario
 
@@ -30,10 +31,12 @@ def run_policy(
     """Build the policy, replay ``items`` on a fresh cluster, return ``(summary, result)``."""
     reg = registry or default_registry()
     classes = {p.pod_id: p.pod_class for p in cfg.pods()}
-    ctx = PolicyContext(seed=seed, pods=cfg.pod_ids(), options=dict(options or {}), pod_classes=classes)
+    roles = {p.pod_id: p.role for p in cfg.pods()}
+    ctx = PolicyContext(seed=seed, pods=cfg.pod_ids(), options=dict(options or {}), pod_classes=classes,
+                        pod_roles=roles)
     pol = reg.build(policy, ctx)
     t0, c0 = time.perf_counter(), time.process_time()
-    sim = ClusterSimulation(cfg, pol, seed=seed, scenario=scenario, controller=controller)
+    sim = make_simulation(cfg, pol, seed=seed, scenario=scenario, controller=controller)
     result = sim.run(items, progress, stop)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     summary = summarize(result, policy, wall, slo_ttft_ms)

@@ -80,9 +80,24 @@ def summarize(
     if slo_ttft_ms is not None:
         ok = sum(1 for r in done if r.ttft_ms is not None and r.ttft_ms <= slo_ttft_ms)
         out["slo_attainment"] = {"ttft_ms": slo_ttft_ms, "share": round(ok / max(len(recs), 1), 4)}
+    out.update(_disaggregation(recs))
     errors = {k: _prediction_error(done, f"{k}_ms", f"predicted_{k}_ms") for k in ("ttft", "tpot")}
     if any(v is not None for v in errors.values()):
         out["prediction_error"] = {k: v for k, v in errors.items() if v is not None}
+    return out
+
+
+def _disaggregation(recs: Sequence[RequestRecord]) -> dict[str, Any]:
+    """P/D clusters only: ``disaggregated_share`` of the routed requests, ``kv_transfer_ms`` and
+    ``kv_block_wait_ms`` {p50, p99} over the completed disaggregated ones."""
+    routed = [r for r in recs if r.disaggregated is not None]
+    if not routed:
+        return {}
+    split = [r for r in routed if r.disaggregated and r.ttft_ms is not None]
+    out: dict[str, Any] = {"disaggregated_share": round(sum(1 for r in routed if r.disaggregated) / len(routed), 4)}
+    for key in ("kv_transfer_ms", "kv_block_wait_ms"):
+        pcts = _pcts([v for r in split if (v := getattr(r, key)) is not None])
+        out[key] = {"p50": pcts["p50"], "p99": pcts["p99"]}
     return out
 
 

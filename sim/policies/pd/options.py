@@ -1,0 +1,45 @@
+"""Options of the predicted P/D policies: the replay policies' options plus the decider and the trainers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from router_client.config import PluginSpec, SchedulerConfig
+from sim.policies.options import ReplayOptions
+
+
+class PdOptions(ReplayOptions):
+    decider: Literal["prefix", "always", "never", "predicted"] = Field(
+        default="prefix", description="prefix (llm-d's prefix-based-pd-decider), always, never, or predicted "
+        "(disaggregate iff the best pair's predicted TTFT beats the decode pod's predicted TTFT serving it whole).")
+    pd_threshold: int = Field(
+        default=512, description="prefix decider: disaggregate iff the decode pod lacks >= this many prompt tokens.",
+        ge=1)
+    trainers: Literal["shared", "split"] = Field(
+        default="shared", description="shared: one model for every role, pod_type a feature; split: one per role.")
+    decode_ttft_weight: float = Field(
+        default=0.0, description="Weight of the decode leg's predicted TTFT against its TPOT when picking the decode "
+        "pod (0: TPOT only).", ge=0, le=1)
+    pair_ttft_weight: float = Field(
+        default=0.8, description="pd-predicted-latency-slo: TTFT headroom weight of a pair's score (TPOT: 1 - it).",
+        ge=0, le=1)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> PdOptions:
+        try:
+            return cls.model_validate(dict(options))
+        except ValidationError as exc:
+            raise ValueError(str(exc)) from None
+
+    def role_scheduler(self, seed: int, ttft_weight: float, prefix_affinity: bool) -> SchedulerConfig:
+        """One role's pipeline: [prefix-affinity], slo-headroom, latency-headroom(ttft_weight), the picker."""
+        filters = [PluginSpec(name="prefix-affinity")] if prefix_affinity else []
+        filters.append(PluginSpec(name="slo-headroom"))
+        picker_params = {"power": self.power} if self.picker == "weighted-random" else {}
+        return SchedulerConfig(
+            filters=filters, scorers=[PluginSpec(name="latency-headroom", params={"ttft_weight": ttft_weight})],
+            picker=PluginSpec(name=self.picker, params=picker_params), exploration=self.exploration,
+            min_share=self.min_share, seed=seed)
