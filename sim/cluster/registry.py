@@ -22,6 +22,7 @@ PIPELINE_MODULES: dict[str, tuple[str, str]] = {
     "pd-load-prefix": ("sim.policies.pd.load_prefix", "pd_load_prefix"),
     "pd-predicted-latency": ("sim.policies.pd.predicted", "pd_predicted_latency"),
     "pd-predicted-latency-slo": ("sim.policies.pd.pairs", "pd_predicted_latency_slo"),
+    "clairvoyant": ("sim.policies.clairvoyant", "clairvoyant"),
 }
 """The pipeline policies of ``sim/policies`` (imported on first build: they load XGBoost)."""
 

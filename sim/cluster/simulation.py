@@ -173,6 +173,9 @@ class ClusterSimulation:
         self.samples: list[dict[str, float | int | str]] = []
         if scenario is not None:
             scenario.check_pods({p.pod_id: p.engine.cfg for p in self.pods})
+        bind = getattr(policy, "bind_pods", None)
+        if callable(bind):  # an oracle (sim.policies.clairvoyant) reads the engines; router policies never do
+            bind(self.pods)
 
     @staticmethod
     def _make_pod(plan: PodPlan, seed: int) -> SimPod:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sim.engine.config import EngineConfig
@@ -158,10 +159,12 @@ class Engine:
             return None
         return self._execute(seqs, counts)
 
-    def advance_until(self, t: float, fast_forward: bool = True) -> list[Event]:
-        """Run every step that starts before ``t``; return first-token / finish events."""
+    def advance_until(self, t: float, fast_forward: bool = True,
+                      stop: Callable[[], bool] | None = None) -> list[Event]:
+        """Run every step that starts before ``t``; return first-token / finish events. ``stop`` (asked
+        before every step or decode run) ends the advance early without changing the steps taken before."""
         events: list[Event] = []
-        while self.has_work() and self.clock < t:
+        while self.has_work() and self.clock < t and (stop is None or not stop()):
             if self.receiving:
                 self._collect_loaded()
             if fast_forward and self.running and try_decode_jump(self, min(t, self.next_wake()), events):
