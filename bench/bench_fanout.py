@@ -77,17 +77,16 @@ def bench_bundle(rows_per_model: Sequence[int]) -> dict[str, Any]:
             for path in sorted(vdir.iterdir()):
                 raw = path.read_bytes()
                 files[path.name] = {"bytes": len(raw), "gzip_bytes": len(gzip.compress(raw, 6))}
-            entries = {k: dict(live.bundle.model_entry(k)) for k in MODEL_NAMES}
+            entries = {k: live.bundle.model_entry(k) for k in MODEL_NAMES}
         finally:
             svc.stop()
         served = [n for n in files if n != "manifest.sha256"]  # what a predictor downloads (manifest + boosters)
         results.append({
             "rows_per_model": per_model, "window": counts, "version": version, "load_before": before,
             "load_after": loadavg(), "cycle_wall_s": wall, "cycle_cpu_s": cpu,
-            "fit_cpu_s": {k: entries[k].get("fit_cpu_seconds") for k in MODEL_NAMES},
-            "models": {k: {key: entries[k].get(key) for key in ("candidate", "location_rounds", "quantile_rounds",
-                                                                  "quantiles", "training_rows")}
-                       for k in MODEL_NAMES},
+            "fit_cpu_s": {k: entries[k].fit_cpu_seconds for k in MODEL_NAMES},
+            "models": {k: entries[k].written("candidate", "location_rounds", "quantile_rounds", "quantiles",
+                                             "training_rows") for k in MODEL_NAMES},
             "files": files, "download_bytes": sum(files[n]["bytes"] for n in served),
             "download_gzip_bytes": sum(files[n]["gzip_bytes"] for n in served),
             "data_dir": str(data_dir), "bundle_root": str(svc.publisher.root)})

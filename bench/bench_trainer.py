@@ -118,10 +118,10 @@ def bench_retrain(tmp: Path, per_model: int, label: str) -> list[str]:
     for i, c in enumerate(cycles, 1):
         for kind in MODEL_NAMES:
             e, r = c["entries"][kind], c["records"][kind]
-            rows = f"{e.get('location_fit_rows'):,} of {e.get('fit_rows'):,}"
+            rows = f"{e.location_fit_rows:,} of {e.fit_rows:,}"
             lines.append(f"| {i} | {c['wall']:.2f} | {c['cpu']:.2f} | {c['load']:.1f} | {kind} | "
-                         f"{e.get('candidate')} | {rows} | {e.get('location_rounds')} + {e.get('quantile_rounds')} | "
-                         f"{r.fit_s:.2f} | {float(e.get('fit_cpu_seconds') or 0):.2f} | {r.decision} |")
+                         f"{e.candidate} | {rows} | {e.location_rounds} + {e.quantile_rounds} | "
+                         f"{r.fit_s:.2f} | {e.fit_cpu_seconds:.2f} | {r.decision} |")
     lines += ["", "Served (live bundle after cycle 2) on 50,000 fresh rows vs the analytic p90:", "",
               "| model | coverage | MAPE vs true p90 | pinball |", "|---|---|---|---|"]
     for kind in MODEL_NAMES:

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 import numpy as np
 import xgboost as xgb
@@ -58,7 +57,7 @@ class Serving:
 
     @property
     def prior(self) -> bool:
-        return bool(self.loaded.bundle.manifest.get("prior", False))
+        return self.loaded.bundle.manifest.prior
 
     @property
     def last_model_load(self) -> str:
@@ -143,11 +142,11 @@ def _choose(native: RawFn | None, fallback: RawFn, settings: PredictorSettings) 
 
 def _meta(bundle: Bundle, settings: PredictorSettings) -> tuple[str, str, float]:
     manifest = bundle.manifest
-    quantile: Any = manifest.get("quantile")
-    if not isinstance(quantile, (int, float)) or not 0 < quantile <= 1:
+    quantile = manifest.quantile
+    if quantile is None or not 0 < quantile <= 1:
         quantile = settings.quantile_alpha
-    return (str(manifest.get("model_type") or settings.model_type),
-            str(manifest.get("objective_type") or settings.objective_type), float(quantile))
+    return (manifest.model_type or settings.model_type, manifest.objective_type or settings.objective_type,
+            quantile)
 
 
 def build_serving(bundle: Bundle, settings: PredictorSettings, source: str,

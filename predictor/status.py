@@ -34,13 +34,12 @@ class StatusView:
             return None
         manifest = serving.loaded.bundle.manifest
         return {
-            "version": serving.version, "prior": serving.prior, "created_at": manifest.get("created_at"),
+            "version": serving.version, "prior": serving.prior, "created_at": manifest.created_at,
             "loaded_at": serving.last_model_load, "source": serving.source,
             "feature_flags": serving.loaded.spec.as_dict(),
-            "feature_spec_version": manifest.get("feature_spec_version"),
+            "feature_spec_version": manifest.feature_spec_version,
             "evaluator": dict(serving.evaluator), "native_max_rows": self._settings.native_max_rows,
-            "models": {name: {k: entry[k] for k in MODEL_KEYS if k in entry}
-                       for name, entry in manifest.get("models", {}).items()},
+            "models": {name: entry.written(*MODEL_KEYS) for name, entry in manifest.models.items()},
         }
 
     def _sync(self) -> dict[str, Any]:

@@ -16,10 +16,12 @@ key the manifest itself is protected by its recorded sha256 (``CURRENT`` and the
 ``shared.model`` bounds-checks its calibration. ``fallback_order`` lists the versions a reader
 tries when the live one fails: ``CURRENT`` first, then the others newest first.
 
-This module is the one owner of the artifact format: ``encode_model`` turns a fitted booster
-into its file bytes and manifest entry, ``assemble`` builds (and signs) a manifest around a set
-of models, ``parse_manifest`` / ``manifest_files`` read one, ``base_score`` reads XGBoost's
-intercept. Trainer, replay, predictor and benchmarks all go through these.
+This module is the one owner of the artifact format. ``Manifest`` / ``ModelEntry`` are the typed manifest every
+reader uses (``parse_manifest_model`` accepts every older shape: a key an older trainer did not write reads as its
+default; ``manifest_json`` writes back exactly the keys that were given, so a manifest re-published unchanged
+keeps its JSON). ``encode_model`` turns a fitted booster into its file bytes and manifest entry, ``assemble``
+builds (and signs) a manifest around a set of models, ``parse_manifest`` / ``manifest_files`` read the raw JSON,
+``base_score`` reads XGBoost's intercept. Trainer, replay, predictor and benchmarks all go through these.
 """
 
 from __future__ import annotations
@@ -33,13 +35,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-import xgboost as xgb
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shared.errors import BundleError
 from shared.features import FEATURE_SPEC_VERSION
+
+if TYPE_CHECKING:
+    import xgboost as xgb
 
 BUNDLE_FORMAT = "latency-bundle"
 BUNDLE_FORMAT_VERSION = 1
@@ -49,35 +54,155 @@ CURRENT = "CURRENT"
 VERSION_DIR = re.compile(r"^v(\d{6,})$")
 ALLOWED_SUFFIXES = (".ubj", ".json")
 MODEL_SUFFIX = ".ubj"
-ModelFiles = Mapping[str, tuple[Mapping[str, bytes], Mapping[str, Any]]]
+
+
+class _Wire(BaseModel):
+    """A JSON object of the manifest: strict JSON types, immutable, unknown keys kept (and written back)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="allow", allow_inf_nan=False)
+
+    def written(self, *names: str) -> dict[str, Any]:
+        """This object as JSON: the keys given (parsed or passed), unknown ones kept; with ``names`` only those
+        (absent ones left out), for status pages that echo them."""
+        return self.model_dump(include=set(names) if names else None, exclude_unset=True)
+
+
+class Calibration(_Wire):
+    """``max(0, value × scale + offset)`` of one quantile (bounds are checked by ``shared.model``)."""
+
+    scale: float = 1.0
+    offset: float = 0.0
+
+
+class FeatureFlags(_Wire):
+    token_in_flight: bool = True
+    encoder: bool = True
+
+
+class FileMeta(_Wire):
+    sha256: str
+    size: int
+
+
+class ModelEntry(_Wire):
+    """``models.<name>`` (docs/internal-contracts.md, "The model bundle"). Defaults stand for keys older
+    trainers did not write; the prior's entry has no fit statistics (candidate, rounds, …)."""
+
+    quantiles: tuple[float, ...] = ()
+    """Output columns, ascending; empty: an older single-quantile entry serving ``Manifest.quantile``."""
+    primary_quantile: float | None = None
+    """The quantile answering ``ttft_ms`` / ``tpot_ms``; None: ``Manifest.quantile``."""
+    objective: str | None = None
+    target_transform: str = "identity"
+    calibration: Calibration | None = None
+    """The primary quantile's (the only one an older single-quantile entry has)."""
+    calibrations: dict[str, Calibration] | None = None
+    """Per quantile, keyed by ``shared.model.quantile_key``."""
+    candidate: str = ""
+    selection_log_rmse: dict[str, float] = {}
+    location_rounds: int = 0
+    quantile_rounds: int = 0
+    training_rows: int = 0
+    fit_rows: int = 0
+    stop_rows: int = 0
+    holdout_rows: int = 0
+    importances: dict[str, float] = {}
+    prior: bool = False
+    fit_seconds: float = 0.0
+    fit_cpu_seconds: float = 0.0
+    location_seconds: float = 0.0
+    location_fit_rows: int = 0
+    calibration_level: float | None = None
+    metrics: dict[str, float] = {}
+    reference_metrics: dict[str, float] | None = None
+    prior_formula: str | None = None
+    file: str
+    features: tuple[str, ...] = ()
+    base_score: float | None = None
+    location_file: str | None = None
+    """A booster whose single output is ``file``'s base margin for every column."""
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """Every bundle file this model needs: its booster and, when it has one, its location booster."""
+        return tuple(f for f in (self.file, self.location_file) if f)
+
+
+class Manifest(_Wire):
+    """``manifest.json``: header, what the models were built for, the entries and every file's hash."""
+
+    format: str = BUNDLE_FORMAT
+    format_version: int = BUNDLE_FORMAT_VERSION
+    version: int
+    created_at: str | None = None
+    feature_spec_version: int = FEATURE_SPEC_VERSION
+    feature_flags: FeatureFlags = FeatureFlags()
+    model_type: str | None = None
+    objective_type: str | None = None
+    quantile: float | None = None
+    """The primary quantile (``LATENCY_QUANTILE_ALPHA``); None in bundles written without it."""
+    quantiles: tuple[float, ...] = ()
+    prior: bool = False
+    models: dict[str, ModelEntry]
+    files: dict[str, FileMeta]
+    hmac_sha256: str | None = None
+
+    def meta(self) -> dict[str, Any]:
+        """What the models were built for, as written (``assemble``'s ``meta``): to re-publish them."""
+        return self.written("feature_flags", "model_type", "objective_type", "quantile", "quantiles", "prior")
+
+
+ModelFiles = Mapping[str, tuple[Mapping[str, bytes], ModelEntry]]
 """model name → ({file name: bytes}, manifest entry)."""
-LOCATION_KEY = "location_file"
-"""Entry key of an optional booster whose output is the quantile booster's base margin."""
+
+
+def _parse(model: type[_Wire], data: bytes, what: str) -> Any:
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise BundleError(f"{what} {where}: {first['msg']} (got {first.get('input')!r})") from None
+
+
+def parse_manifest_model(manifest: Mapping[str, Any] | bytes) -> Manifest:
+    """The typed manifest of a JSON object (or its bytes); ``BundleError`` naming the first bad key."""
+    data = manifest if isinstance(manifest, bytes) else orjson.dumps(manifest)
+    parsed: Manifest = _parse(Manifest, data, "manifest")
+    return parsed
+
+
+def parse_entry(entry: Mapping[str, Any]) -> ModelEntry:
+    parsed: ModelEntry = _parse(ModelEntry, orjson.dumps(entry), "manifest entry")
+    return parsed
+
+
+def manifest_json(manifest: Manifest) -> dict[str, Any]:
+    """The manifest as the JSON object it was given as: the keys set, in the trainer's order, unknown keys kept."""
+    return manifest.written()
 
 
 @dataclass(frozen=True)
 class Bundle:
     """A verified bundle: its manifest and the exact bytes of every model file."""
 
-    manifest: Mapping[str, Any]
+    manifest: Manifest
     files: Mapping[str, bytes] = field(default_factory=dict)
     manifest_bytes: bytes = b""
 
     @property
     def version(self) -> int:
-        return int(self.manifest["version"])
+        return self.manifest.version
 
-    def model_entry(self, name: str) -> Mapping[str, Any]:
-        return self.manifest["models"][name]
+    def model_entry(self, name: str) -> ModelEntry:
+        return self.manifest.models[name]
 
     def model_bytes(self, name: str) -> bytes:
-        return self.files[self.model_entry(name)["file"]]
+        return self.files[self.model_entry(name).file]
 
     def model_files(self, name: str) -> dict[str, bytes]:
-        """Every file of model ``name`` (its booster and, when it has one, its location booster)."""
-        entry = self.model_entry(name)
-        names = [entry["file"], *([entry[LOCATION_KEY]] if entry.get(LOCATION_KEY) else [])]
-        return {n: self.files[n] for n in names}
+        """Every file of model ``name`` (``ModelEntry.files``)."""
+        return {n: self.files[n] for n in self.model_entry(name).files}
 
 
 def sha256(data: bytes) -> str:
@@ -97,13 +222,18 @@ def version_dir(root: Path, version: int) -> Path:
     return root / f"v{version:06d}"
 
 
-def build_manifest(version: int, created_at: str, models: Mapping[str, Mapping[str, Any]],
+def _entry_object(entry: ModelEntry | Mapping[str, Any]) -> dict[str, Any]:
+    return entry.written() if isinstance(entry, ModelEntry) else dict(entry)
+
+
+def build_manifest(version: int, created_at: str, models: Mapping[str, ModelEntry | Mapping[str, Any]],
                    files: Mapping[str, bytes], meta: Mapping[str, Any], key: bytes | None) -> dict[str, Any]:
-    """Assemble (and sign, with ``key``) a manifest for ``files``."""
+    """The manifest JSON object for ``files`` (signed with ``key``), not validated: ``assemble`` types it; tests
+    use this to write hand-made or deliberately broken manifests."""
     manifest: dict[str, Any] = {
         "format": BUNDLE_FORMAT, "format_version": BUNDLE_FORMAT_VERSION, "version": version,
         "created_at": created_at, "feature_spec_version": FEATURE_SPEC_VERSION, **meta,
-        "models": {name: dict(entry) for name, entry in models.items()},
+        "models": {name: _entry_object(entry) for name, entry in models.items()},
         "files": {name: {"sha256": sha256(data), "size": len(data)} for name, data in files.items()},
     }
     if key:
@@ -122,31 +252,39 @@ def parse_base_score(text: Any) -> list[float]:
 
 
 def encode_model(booster: xgb.Booster, name: str, features: Sequence[str], entry: Mapping[str, Any],
-                 location: xgb.Booster | None = None) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """A fitted model as bundle files (UBJSON) plus its manifest entry: ``entry`` extended with ``file``,
-    ``features`` and ``base_score`` (the intercept the tree dump lacks); with ``location``, also
-    ``location_file`` — a booster whose output is the main booster's base margin."""
+                 location: xgb.Booster | None = None) -> tuple[dict[str, bytes], ModelEntry]:
+    """A fitted model as bundle files (UBJSON) plus its manifest entry: ``entry`` (the entry's other keys, as
+    ``ModelEntry`` names them) extended with ``file``, ``features`` and ``base_score`` (the intercept the tree dump
+    lacks); with ``location``, also ``location_file`` — a booster whose output is the main booster's base margin."""
     out = {**entry, "file": f"{name}{MODEL_SUFFIX}", "features": list(features),
            "base_score": base_score(location or booster)[0]}
     files = {out["file"]: bytes(booster.save_raw("ubj"))}
     if location is not None:
-        out[LOCATION_KEY] = f"{name}-location{MODEL_SUFFIX}"
-        files[out[LOCATION_KEY]] = bytes(location.save_raw("ubj"))
-    return files, out
+        out["location_file"] = f"{name}-location{MODEL_SUFFIX}"
+        files[out["location_file"]] = bytes(location.save_raw("ubj"))
+    return files, parse_entry(out)
 
 
 def assemble(version: int, created_at: str, models: ModelFiles, meta: Mapping[str, Any],
-             key: bytes | None) -> tuple[dict[str, Any], dict[str, bytes]]:
+             key: bytes | None) -> tuple[Manifest, dict[str, bytes]]:
     """(manifest, files) of a bundle holding ``models``; signed when ``key`` is given."""
     files = {file: data for parts, _ in models.values() for file, data in parts.items()}
     entries = {name: entry for name, (_, entry) in models.items()}
-    return build_manifest(version, created_at, entries, files, meta, key), files
+    manifest = parse_manifest_model(build_manifest(version, created_at, entries, files, meta, None))
+    if key:  # signed as it is written (``manifest_json``), so the signature holds for the bytes on disk
+        manifest = manifest.model_copy(update={"hmac_sha256": sign(manifest_json(manifest), key)})
+    return manifest, files
 
 
-def in_memory(manifest: Mapping[str, Any], files: Mapping[str, bytes], key: bytes | None = None) -> Bundle:
+def manifest_bytes(manifest: Manifest | Mapping[str, Any]) -> bytes:
+    """The bytes of ``manifest.json``; a JSON object (``build_manifest``) is written as given."""
+    body = manifest_json(manifest) if isinstance(manifest, Manifest) else manifest
+    return orjson.dumps(body, option=orjson.OPT_INDENT_2)
+
+
+def in_memory(manifest: Manifest | Mapping[str, Any], files: Mapping[str, bytes], key: bytes | None = None) -> Bundle:
     """A verified ``Bundle`` that never touches the disk (e.g. the replay's in-process models)."""
-    data = orjson.dumps(manifest)
-    return verify_bundle(data, lambda name: files[name], key)
+    return verify_bundle(manifest_bytes(manifest), lambda name: files[name], key)
 
 
 def _fsync_write(path: Path, data: bytes) -> None:
@@ -164,19 +302,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_bundle(root: Path, manifest: Mapping[str, Any], files: Mapping[str, bytes]) -> Path:
+def write_bundle(root: Path, manifest: Manifest | Mapping[str, Any], files: Mapping[str, bytes]) -> Path:
     """Write a bundle atomically (temp dir → fsync → rename) and point ``CURRENT`` at it."""
     root.mkdir(parents=True, exist_ok=True)
-    target = version_dir(root, int(manifest["version"]))
+    data = manifest_bytes(manifest)
+    version = manifest.version if isinstance(manifest, Manifest) else int(manifest["version"])
+    target = version_dir(root, version)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-    for name, data in files.items():
-        _fsync_write(tmp / name, data)
-    manifest_bytes = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
-    _fsync_write(tmp / MANIFEST, manifest_bytes)
-    _fsync_write(tmp / MANIFEST_SHA, sha256(manifest_bytes).encode())
+    for name, blob in files.items():
+        _fsync_write(tmp / name, blob)
+    _fsync_write(tmp / MANIFEST, data)
+    _fsync_write(tmp / MANIFEST_SHA, sha256(data).encode())
     fsync_dir(tmp)
     os.rename(tmp, target)
-    set_current(root, int(manifest["version"]), sha256(manifest_bytes))
+    set_current(root, version, sha256(data))
     return target
 
 
@@ -274,20 +413,20 @@ def manifest_files(manifest_bytes: bytes) -> list[str]:
 
 def verify_bundle(manifest_bytes: bytes, read_file: Callable[[str], bytes], key: bytes | None) -> Bundle:
     """Parse and verify a manifest and every file it lists; raise ``BundleError`` otherwise."""
-    manifest = parse_manifest(manifest_bytes)
-    _check_header(manifest)
-    _check_hmac(manifest, key)
+    raw = parse_manifest(manifest_bytes)
+    _check_header(raw)
+    _check_hmac(raw, key)  # over the JSON as written, before anything is re-encoded
+    manifest = parse_manifest_model(manifest_bytes)
     files: dict[str, bytes] = {}
-    for name, meta in manifest["files"].items():
+    for name, meta in manifest.files.items():
         data = read_file(check_file_name(name))
-        if len(data) != meta.get("size") or sha256(data) != meta.get("sha256"):
+        if len(data) != meta.size or sha256(data) != meta.sha256:
             raise BundleError(f"{name}: sha256/size mismatch")
         files[name] = data
-    for model, entry in manifest["models"].items():
-        if not isinstance(entry, dict) or entry.get("file") not in files or (
-                entry.get(LOCATION_KEY) is not None and entry.get(LOCATION_KEY) not in files):
+    for model, entry in manifest.models.items():
+        if any(name not in files for name in entry.files):
             raise BundleError(f"model {model!r} names a file not in the bundle")
-    return Bundle(MappingProxyType(manifest), MappingProxyType(files), manifest_bytes)
+    return Bundle(manifest, MappingProxyType(files), manifest_bytes)
 
 
 def check_manifest_sha(manifest_bytes: bytes, expected: str | None, where: str) -> None:

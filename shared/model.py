@@ -13,15 +13,13 @@ Trainer (evaluation, in-process ``/predict``) and predictor share this code path
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import xgboost as xgb
 
-from shared.bundle import LOCATION_KEY, Bundle
+from shared.bundle import Bundle, Calibration, Manifest, ModelEntry
 from shared.errors import BundleError
 from shared.features import MODEL_NAMES, FeatureSpec, smoke_columns
 
@@ -101,42 +99,36 @@ class LoadedBundle:
 
 
 def spec_of(bundle: Bundle) -> FeatureSpec:
-    flags = bundle.manifest.get("feature_flags", {})
-    return FeatureSpec(token_in_flight=bool(flags.get("token_in_flight", True)),
-                       encoder=bool(flags.get("encoder", True)))
+    flags = bundle.manifest.feature_flags
+    return FeatureSpec(token_in_flight=flags.token_in_flight, encoder=flags.encoder)
 
 
-def _number(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise BundleError(f"{what} must be a finite number, not {value!r}")
-    return float(value)
-
-
-def _quantiles(entry: Mapping[str, Any], default: float) -> tuple[float, ...]:
-    raw = entry.get("quantiles") or [default]
-    if not isinstance(raw, list):
-        raise BundleError("quantiles must be a list")
-    quantiles = tuple(_number(q, "quantile") for q in raw)
+def _quantiles(entry: ModelEntry, default: float) -> tuple[float, ...]:
+    quantiles = entry.quantiles or (default,)
     if any(not 0 < q < 1 for q in quantiles) or list(quantiles) != sorted(set(quantiles)):
         raise BundleError(f"quantiles {list(quantiles)} must be ascending, distinct, in (0, 1)")
     return quantiles
 
 
-def _calibration(entry: Mapping[str, Any], quantiles: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    per = entry.get("calibrations")
-    if not isinstance(per, dict):
-        per = {quantile_key(quantiles[0]): entry.get("calibration") or {}} if len(quantiles) == 1 else None
+def _calibration(entry: ModelEntry, quantiles: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    per = entry.calibrations
+    if per is None and len(quantiles) == 1:
+        per = {quantile_key(quantiles[0]): entry.calibration or Calibration()}
     if per is None or any(quantile_key(q) not in per for q in quantiles):
         raise BundleError(f"calibrations must cover every quantile {list(quantiles)}")
     scales, offsets = [], []
     for q in quantiles:
         cal = per[quantile_key(q)]
-        scale = _number(cal.get("scale", 1.0), f"calibration scale of {quantile_key(q)}")
-        if not SCALE_BOUNDS[0] <= scale <= SCALE_BOUNDS[1]:
-            raise BundleError(f"calibration scale {scale} of {quantile_key(q)} outside {list(SCALE_BOUNDS)}")
-        scales.append(scale)
-        offsets.append(_number(cal.get("offset", 0.0), f"calibration offset of {quantile_key(q)}"))
+        if not SCALE_BOUNDS[0] <= cal.scale <= SCALE_BOUNDS[1]:
+            raise BundleError(f"calibration scale {cal.scale} of {quantile_key(q)} outside {list(SCALE_BOUNDS)}")
+        scales.append(cal.scale)
+        offsets.append(cal.offset)
     return np.array(scales), np.array(offsets)
+
+
+def _single_quantile(manifest: Manifest) -> float:
+    """The quantile an older entry without ``quantiles`` serves (0.9 when the manifest does not say)."""
+    return manifest.quantile if manifest.quantile is not None else 0.9
 
 
 def _booster(data: bytes, name: str, n_features: int, nthread: int) -> xgb.Booster:
@@ -152,24 +144,23 @@ def _booster(data: bytes, name: str, n_features: int, nthread: int) -> xgb.Boost
 
 def load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int) -> LoadedModel:
     entry = bundle.model_entry(name)
-    features = tuple(entry.get("features", ()))
-    if features != spec.columns(name):
-        raise BundleError(f"{name}: bundle features {list(features)} do not match the feature spec")
-    booster = _booster(bundle.model_bytes(name), name, len(features), nthread)
-    location_file = entry.get(LOCATION_KEY)
-    location = None if not location_file else _booster(bundle.files[location_file], name, len(features), nthread)
+    if entry.features != spec.columns(name):
+        raise BundleError(f"{name}: bundle features {list(entry.features)} do not match the feature spec")
+    booster = _booster(bundle.model_bytes(name), name, len(entry.features), nthread)
+    location = None if not entry.location_file else _booster(bundle.files[entry.location_file], name,
+                                                             len(entry.features), nthread)
     try:
-        quantiles = _quantiles(entry, _number(bundle.manifest.get("quantile", 0.9), "quantile"))
+        quantiles = _quantiles(entry, _single_quantile(bundle.manifest))
         scales, offsets = _calibration(entry, quantiles)
     except BundleError as exc:
         raise BundleError(f"{name}: {exc.message}") from None
-    primary = entry.get("primary_quantile", bundle.manifest.get("quantile", quantiles[0]))
-    transform = entry.get("target_transform", "identity")
-    if primary not in quantiles or transform not in TRANSFORMS:
-        raise BundleError(f"{name}: primary_quantile {primary!r} not served or target_transform {transform!r} "
-                          f"not one of {TRANSFORMS}")
-    return LoadedModel(name, booster, features, quantiles, quantiles.index(primary), scales, offsets, transform,
-                       location)
+    primary = entry.primary_quantile if entry.primary_quantile is not None else (
+        bundle.manifest.quantile if bundle.manifest.quantile is not None else quantiles[0])
+    if primary not in quantiles or entry.target_transform not in TRANSFORMS:
+        raise BundleError(f"{name}: primary_quantile {primary!r} not served or target_transform "
+                          f"{entry.target_transform!r} not one of {TRANSFORMS}")
+    return LoadedModel(name, booster, entry.features, quantiles, quantiles.index(primary), scales, offsets,
+                       entry.target_transform, location)
 
 
 def load_bundle(bundle: Bundle, expected: FeatureSpec | None = None, nthread: int = 1) -> LoadedBundle:

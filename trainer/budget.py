@@ -17,10 +17,9 @@ entry (``location_fit_rows`` of ``fit_rows``) and in the retrain log line. ``bud
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
+from shared.bundle import ModelEntry
 from shared.features import MODEL_NAMES
 from trainer.fit import FitParams
 
@@ -41,13 +40,12 @@ class FitBudget:
     def params(self, name: str, params: FitParams) -> FitParams:
         return replace(params, location_rows=self._rows[name])
 
-    def observe(self, name: str, entry: Mapping[str, Any]) -> None:
+    def observe(self, name: str, entry: ModelEntry) -> None:
         """Adapt to a finished fit (its manifest entry: ``fit_seconds``, ``location_seconds``, rows used)."""
         if self.budget_s <= 0:
             return
-        seconds = float(entry.get("fit_seconds", 0.0))
-        used, total = int(entry.get("location_fit_rows", 0)), int(entry.get("fit_rows", 0))
-        location_s = float(entry.get("location_seconds", 0.0))
+        seconds, location_s = entry.fit_seconds, entry.location_seconds
+        used, total = entry.location_fit_rows, entry.fit_rows
         if seconds > self.budget_s and used > 0 and location_s > 0:
             allowed = max(location_s - (seconds - self.budget_s), 0.0) * SAFETY
             self._rows[name] = max(self.min_rows, int(used * allowed / location_s))

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from shared.bundle import ModelEntry
 from shared.errors import TrainingError
 from shared.features import MODEL_NAMES, TARGET_OF, FeatureSpec
 from shared.model import LoadedBundle, load_bundle
@@ -93,7 +94,7 @@ class Retrainer:
                  adaptive: AdaptiveLevel | None = None) -> None:
         self.spec, self.params, self.min_samples = spec, params, min_samples
         self.budget = budget or FitBudget(0.0, 0)
-        self.last_entries: dict[str, dict[str, Any]] = {}
+        self.last_entries: dict[str, ModelEntry] = {}
         """Each model's newest fitted manifest entry (published or not): what the last fit chose and cost."""
         self.window, self.publisher, self.live, self.metrics = window, publisher, live, metrics
         self.prequential, self.recency, self.shift_bound = prequential, recency, shift_bound
@@ -146,11 +147,11 @@ class Retrainer:
         live_scores = score(served, y, self.params.alpha)
         a, objective = self.params.alpha, self.params.objective
         paired = (row_losses(fitted.holdout_pred, y, a, objective), row_losses(served, y, a, objective))
-        live_rows = int(live.bundle.model_entry(name).get("training_rows", 0))
+        live_rows = live.bundle.model_entry(name).training_rows
         return Challenger(fitted, len(train), live_scores, paired, added, self._shift(live, name, fitted), live_rows)
 
     def _shift(self, live: LoadedBundle, name: str, fitted: FittedModel) -> float | None:
-        if bool(live.bundle.manifest.get("prior", False)):
+        if live.bundle.manifest.prior:
             return None
         grid = probe_columns()
         if name == "tpot" and self.params.tpot_zero_token_count:
@@ -190,15 +191,15 @@ class Retrainer:
 
     def _publish(self, winners: dict[str, Challenger]) -> int:
         live = self.live.get()
-        models: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {}
+        models: dict[str, tuple[dict[str, bytes], ModelEntry]] = {}
         for name in MODEL_NAMES:
             if name in winners:
                 models[name] = (winners[name].fitted.files, winners[name].fitted.entry)
             elif live is not None:
-                models[name] = (live.bundle.model_files(name), dict(live.bundle.model_entry(name)))
+                models[name] = (live.bundle.model_files(name), live.bundle.model_entry(name))
             else:
                 raise TrainingError(f"no live {name} model to carry into the new bundle")
-        meta = bundle_meta(self.spec, self.params, all(bool(e.get("prior")) for _, e in models.values()))
+        meta = bundle_meta(self.spec, self.params, all(e.prior for _, e in models.values()))
         bundle = self.publisher.publish(models, meta)
         loaded: LoadedBundle = load_bundle(bundle, self.spec, nthread=1)
         self.live.set(loaded)
@@ -219,12 +220,12 @@ class Retrainer:
             outcome = (f"kept v{self.live.version}: {crit} {s.loss(self.params.objective):.2f} > {live_loss:.2f} "
                        f"beyond noise ({NOISE_Z:g} s.e.)")
         shift = "n/a" if c.shift is None else f"x{c.shift:.2f}"
-        used, rows = entry.get("location_fit_rows", 0), entry.get("fit_rows", 0)
+        used, rows = entry.location_fit_rows, entry.fit_rows
         budget = f", location on {used} of {rows} rows (fit budget)" if used < rows else ""
         log.info("%s model trained on %d samples. MAE = %.2f, RMSE = %.2f, coverage = %.1f%%, pinball = %.2f "
                  "(reference pinball %.2f, chose %s, rounds %d+%d, shift %s, fit %.2f s%s, %s)", c.name.upper(),
-                 c.rows, s.mae, s.rmse, 100 * s.coverage, s.pinball, c.fitted.reference.pinball, entry["candidate"],
-                 entry["location_rounds"], entry["quantile_rounds"], shift, c.fitted.fit_seconds, budget, outcome)
+                 c.rows, s.mae, s.rmse, 100 * s.coverage, s.pinball, c.fitted.reference.pinball, entry.candidate,
+                 entry.location_rounds, entry.quantile_rounds, shift, c.fitted.fit_seconds, budget, outcome)
         self.metrics.record_scores(c.name, s)
         decision = "published" if version else ("held" if c.held else "kept")
         self.metrics.decisions.labels(model=c.name, decision=decision).inc()

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import xgboost as xgb
 
-from shared.bundle import encode_model
+from shared.bundle import ModelEntry, encode_model
 from shared.features import TARGET_OF, FeatureSpec, typical_columns
 from shared.model import quantile_key
 from trainer.calibrate import Calibration, calibrate, cross_calibrated, spread_floor
@@ -73,7 +73,7 @@ def probe_columns() -> dict[str, np.ndarray]:
 class FittedModel:
     name: str
     files: dict[str, bytes]
-    entry: dict[str, Any]
+    entry: ModelEntry
     """The manifest entry (calibrated on the newest rows)."""
     scores: Scores
     """Primary quantile on the newest rows, cross-calibrated (honest)."""
@@ -229,10 +229,10 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
                  location_seconds=round(location_seconds, 4), location_fit_rows=len(d.loc),
                  calibration_level=round(levels[primary], 4),
                  metrics=scores.as_dict(), reference_metrics=reference.as_dict())
-    files, entry = encode_model(booster or location, name, d.features, entry,
+    files, manifest_entry = encode_model(booster or location, name, d.features, entry,
                                 location if booster is not None else None)
     probe = cals[primary].apply_log(raw_probe[:, primary]) if d.logged else np.maximum(raw_probe[:, 0], 0)
-    return FittedModel(name, files, entry, scores, reference, fit_seconds, probe, holdout_pred, newest)
+    return FittedModel(name, files, manifest_entry, scores, reference, fit_seconds, probe, holdout_pred, newest)
 
 
 def _served(raw: np.ndarray, y: np.ndarray, params: FitParams, logged: bool, floor: float,

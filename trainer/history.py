@@ -66,13 +66,12 @@ class RetrainHistory:
         """One fitted model's outcome (called by ``Retrainer._report``)."""
         s, entry = fitted.scores, fitted.entry
         rec = RetrainRecord(
-            at=self._clock(), model=name, rows=rows, holdout_rows=int(entry.get("holdout_rows", s.n)),
+            at=self._clock(), model=name, rows=rows, holdout_rows=entry.holdout_rows,
             fit_s=round(fitted.fit_seconds, 4), mae=s.mae, rmse=s.rmse, coverage=s.coverage, pinball=s.pinball,
-            decision=decision, version=version, reason=reason, candidate=str(entry.get("candidate", "")),
-            location_rounds=int(entry.get("location_rounds", 0)), quantile_rounds=int(entry.get("quantile_rounds", 0)),
-            location_fit_rows=int(entry.get("location_fit_rows", 0)),
-            selection_log_rmse=dict(entry.get("selection_log_rmse", {})),
-            reference_metrics=dict(entry.get("reference_metrics", fitted.reference.as_dict())), shift=shift)
+            decision=decision, version=version, reason=reason, candidate=entry.candidate,
+            location_rounds=entry.location_rounds, quantile_rounds=entry.quantile_rounds,
+            location_fit_rows=entry.location_fit_rows, selection_log_rmse=dict(entry.selection_log_rmse),
+            reference_metrics=dict(entry.reference_metrics or fitted.reference.as_dict()), shift=shift)
         with self._lock:
             self._records[name].append(rec)
 

@@ -36,8 +36,8 @@ def render(service: TrainerService) -> bytes:
     _refresh_gauges(service)
     loaded = service.live.get()
     importances = {} if loaded is None else {
-        name: dict(loaded.bundle.model_entry(name).get("importances")
-                   or dict.fromkeys(loaded.bundle.model_entry(name)["features"], 0.0))
+        name: dict(loaded.bundle.model_entry(name).importances
+                   or dict.fromkeys(loaded.bundle.model_entry(name).features, 0.0))
         for name in MODEL_NAMES}
     ttft_train, _ = service.window.snapshot("ttft")
     lines = (header_lines(s.model_type, s.objective_type, s.quantile_alpha, s.ensemble_mode)

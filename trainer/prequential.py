@@ -47,7 +47,7 @@ class Prequential:
     def check(self, live: LoadedBundle | None, matrix: np.ndarray) -> LiveCheck | None:
         """Predict ``matrix`` (stored layout) with ``live``; record the primary-quantile error. None when
         there is no trained live model."""
-        if live is None or bool(live.bundle.manifest.get("prior", False)) or not len(matrix):
+        if live is None or live.bundle.manifest.prior or not len(matrix):
             return None
         top: dict[str, np.ndarray] = {}
         for name in MODEL_NAMES:

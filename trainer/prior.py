@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
-from typing import Any
 
 import numpy as np
 import xgboost as xgb
 
-from shared.bundle import encode_model
+from shared.bundle import ModelEntry, encode_model
 from shared.features import MODEL_NAMES, FeatureSpec, typical_columns
 from shared.model import quantile_key
 
@@ -60,10 +59,10 @@ def prior_targets(name: str, cols: dict[str, np.ndarray], quantile: float = 0.9)
 
 
 def fit_prior(spec: FeatureSpec, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), primary: float = 0.9,
-              nthread: int = 1) -> dict[str, tuple[dict[str, bytes], dict[str, Any]]]:
+              nthread: int = 1) -> dict[str, tuple[dict[str, bytes], ModelEntry]]:
     """model name → ({file: UBJSON bytes}, manifest entry) of the prior, serving ``quantiles``."""
     cols = grid_columns()
-    out: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {}
+    out: dict[str, tuple[dict[str, bytes], ModelEntry]] = {}
     identity = {"scale": 1.0, "offset": 0.0}
     for name in MODEL_NAMES:
         features = spec.columns(name)

@@ -127,11 +127,8 @@ class TrainerService:
             log.info("seed export metadata: %s", metadata.read_text(errors="replace").strip())
         try:
             bundle = read_bundle(seed, self.settings.hmac_key)
-            models = {name: (bundle.model_files(name), dict(bundle.model_entry(name)))
-                      for name in bundle.manifest["models"]}
-            meta = {k: v for k, v in bundle.manifest.items() if k in ("feature_flags", "model_type",
-                                                                      "objective_type", "quantile", "prior")}
-            loaded = load_bundle(self.publisher.publish(models, meta), self.spec, nthread=1)
+            models = {name: (bundle.model_files(name), bundle.model_entry(name)) for name in bundle.manifest.models}
+            loaded = load_bundle(self.publisher.publish(models, bundle.manifest.meta()), self.spec, nthread=1)
         except BundleError as exc:
             log.error("seed bundle in %s rejected: %s", seed, exc)
             return None

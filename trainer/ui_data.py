@@ -45,10 +45,9 @@ def _entry(live: LoadedBundle | None, name: str) -> dict[str, Any]:
     if live is None:
         return {}
     entry = live.bundle.model_entry(name)
-    out = {k: entry[k] for k in ENTRY_KEYS if k in entry}
-    out["prior"] = bool(entry.get("prior", False))
-    importances = entry.get("importances") or {}
-    out["importances"] = dict(sorted(((str(k), float(v)) for k, v in importances.items()), key=lambda kv: -kv[1]))
+    out = entry.written(*ENTRY_KEYS)
+    out["prior"] = entry.prior
+    out["importances"] = dict(sorted(entry.importances.items(), key=lambda kv: -kv[1]))
     return out
 
 
@@ -72,8 +71,8 @@ def ui_data(service: TrainerService, recent: int = RECENT_ROWS) -> dict[str, Any
     return {
         "generated_at": rfc3339(), "now": time.time(),
         "quantile": s.quantile_alpha, "objective": s.objective_type,
-        "bundle": None if live is None else {"version": live.version, "prior": bool(live.bundle.manifest.get("prior")),
-                                             "created_at": live.bundle.manifest.get("created_at")},
+        "bundle": None if live is None else {"version": live.version, "prior": live.bundle.manifest.prior,
+                                             "created_at": live.bundle.manifest.created_at},
         "retrain": {**service.loop.status.as_dict(), "interval_s": s.retraining_interval_sec,
                     "min_samples": s.min_samples_for_retrain},
         "durable": {"rows": service.log.rows, "bytes": service.log.total_bytes},

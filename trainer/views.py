@@ -50,7 +50,7 @@ def artifact_path(service: TrainerService, name: str) -> Path:
     loaded = service.live.get()
     if name not in MODEL_NAMES or loaded is None:
         raise NotFound(f"Model {name} not found")
-    path = version_dir(service.publisher.root, loaded.version) / loaded.bundle.model_entry(name)["file"]
+    path = version_dir(service.publisher.root, loaded.version) / loaded.bundle.model_entry(name).file
     if not path.is_file():
         raise NotFound(f"Model {name} not found")
     return path
@@ -84,9 +84,10 @@ def download_info(service: TrainerService) -> dict[str, Any]:
     q = service.settings.quantile_alpha
     bundle: dict[str, Any] = {"manifest": "/bundle/manifest", "version": None, "base_score": {}}
     if loaded is not None:
-        bundle.update(version=loaded.version, created_at=loaded.bundle.manifest.get("created_at"),
-                      base_score={n: loaded.bundle.model_entry(n).get("base_score") for n in MODEL_NAMES},
-                      calibration={n: loaded.bundle.model_entry(n).get("calibration") for n in MODEL_NAMES})
+        entries = {n: loaded.bundle.model_entry(n) for n in MODEL_NAMES}
+        bundle.update(version=loaded.version, created_at=loaded.bundle.manifest.created_at,
+                      base_score={n: e.base_score for n, e in entries.items()},
+                      calibration={n: e.calibration.written() if e.calibration else None for n, e in entries.items()})
     return {**_kind(service),
             "available_endpoints": {"trees": {"ttft_trees": "/model/ttft/xgb/json",
                                               "tpot_trees": "/model/tpot/xgb/json"}},

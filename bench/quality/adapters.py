@@ -105,7 +105,7 @@ class Trainer:
                                    bundle_meta(SPEC, params, prior=False), None)
         bundle = in_memory(manifest, files)
         loaded = LoadedBundle(bundle, SPEC, {target: load_model(bundle, target, SPEC, 1)})
-        info = {k: fitted.entry[k] for k in ("candidate", "location_rounds", "quantile_rounds", "training_rows")}
+        info = fitted.entry.written("candidate", "location_rounds", "quantile_rounds", "training_rows")
         return _BundleFitted(loaded, target, info)
 
 

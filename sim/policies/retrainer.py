@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from shared.bundle import assemble, in_memory
+from shared.bundle import ModelEntry, assemble, in_memory
 from shared.columns import to_columns
 from shared.features import MODEL_NAMES, FeatureSpec
 from shared.model import LoadedBundle, load_bundle
@@ -74,7 +73,7 @@ class InProcessRetrainer:
         """Fit and swap in a new bundle if both models have enough rows; True when swapped. ``now`` is the
         virtual time: rows arriving since the last call are stamped with it (recency weights)."""
         self._ingest(now)
-        models: dict[str, tuple[dict[str, bytes], dict[str, Any]]] = {}
+        models: dict[str, tuple[dict[str, bytes], ModelEntry]] = {}
         for name in MODEL_NAMES:
             train, holdout = self.window.snapshot(name)
             if len(train) < self.settings.min_samples:

@@ -3,6 +3,7 @@ fits well under it let the rows grow back to the whole window."""
 
 from __future__ import annotations
 
+from shared.bundle import ModelEntry
 from shared.features import FeatureSpec
 from tests.trainer.test_fit_bundle import window_rows
 from trainer.budget import FitBudget
@@ -12,8 +13,9 @@ from trainer.fitted import fit_model
 SPEC = FeatureSpec()
 
 
-def entry(seconds: float, location_s: float, used: int, total: int) -> dict[str, float]:
-    return {"fit_seconds": seconds, "location_seconds": location_s, "location_fit_rows": used, "fit_rows": total}
+def entry(seconds: float, location_s: float, used: int, total: int) -> ModelEntry:
+    return ModelEntry(file="ttft.ubj", fit_seconds=seconds, location_seconds=location_s, location_fit_rows=used,
+                      fit_rows=total)
 
 
 def test_an_overrun_cuts_the_location_rows_by_the_overrun_never_below_the_floor() -> None:
@@ -49,10 +51,10 @@ def test_a_capped_fit_uses_that_many_location_rows_and_every_candidate() -> None
     params = FitParams(rounds=40, nthread=1, quantile_rows=2000)
     train, hold = window_rows(6000, 1), window_rows(800, 2)
     full = fit_model(SPEC, "ttft", train, hold, params)
-    assert full.entry["location_fit_rows"] == full.entry["fit_rows"] > 3000
+    assert full.entry.location_fit_rows == full.entry.fit_rows > 3000
     budget = FitBudget(1.0, 1000)
-    budget.observe("ttft", entry(2.0, 1.5, full.entry["fit_rows"], full.entry["fit_rows"]))
+    budget.observe("ttft", entry(2.0, 1.5, full.entry.fit_rows, full.entry.fit_rows))
     capped = fit_model(SPEC, "ttft", train, hold, budget.params("ttft", params))
-    assert capped.entry["location_fit_rows"] == budget.rows("ttft") < full.entry["fit_rows"]
-    assert set(capped.entry["selection_log_rmse"]) == {c.name for c in params.candidates}
-    assert capped.entry["location_seconds"] > 0
+    assert capped.entry.location_fit_rows == budget.rows("ttft") < full.entry.fit_rows
+    assert set(capped.entry.selection_log_rmse) == {c.name for c in params.candidates}
+    assert capped.entry.location_seconds > 0

@@ -49,10 +49,10 @@ def test_tiny_real_multi_quantile_fit_is_calibrated_and_never_crosses() -> None:
     train, hold, test = window_rows(4000, 1), window_rows(1500, 2), window_rows(6000, 3)
     fitted = fit_model(SPEC, "ttft", train, hold, params)
     entry = fitted.entry
-    assert set(fitted.files) == {"ttft.ubj", "ttft-location.ubj"} and entry["location_file"] == "ttft-location.ubj"
-    assert entry["quantiles"] == [0.5, 0.9, 0.99] and entry["primary_quantile"] == 0.9
-    assert entry["target_transform"] == "log1p" and set(entry["calibrations"]) == {"0.5", "0.9", "0.99"}
-    assert entry["candidate"] in {"depth6", "depth3-monotone"} and entry["base_score"] > 0
+    assert set(fitted.files) == {"ttft.ubj", "ttft-location.ubj"} and entry.location_file == "ttft-location.ubj"
+    assert entry.quantiles == (0.5, 0.9, 0.99) and entry.primary_quantile == 0.9
+    assert entry.target_transform == "log1p" and set(entry.calibrations or {}) == {"0.5", "0.9", "0.99"}
+    assert entry.candidate in {"depth6", "depth3-monotone"} and (entry.base_score or 0) > 0
     loaded = fitted_bundle(train, hold, params)
     for name in MODEL_NAMES:
         table = loaded.predict_all(name, training_columns(name, test, True))
@@ -76,11 +76,11 @@ def test_selection_picks_the_candidate_with_the_lowest_log_rmse() -> None:
 
     params = FitParams(rounds=80, nthread=1, quantile_rows=2000)
     fitted = fit_model(SPEC, "ttft", rows(3000, 5), rows(800, 6), params)
-    scores = fitted.entry["selection_log_rmse"]
+    scores = fitted.entry.selection_log_rmse
     assert set(scores) == {"depth6", "depth3-monotone"}
-    assert fitted.entry["candidate"] == min(scores, key=scores.__getitem__) == "depth6"
+    assert fitted.entry.candidate == min(scores, key=scores.__getitem__) == "depth6"
     only = FitParams(rounds=40, nthread=1, candidates=(Candidate(3, True),), quantile_rows=2000)
-    assert fit_model(SPEC, "ttft", rows(3000, 5), rows(800, 6), only).entry["candidate"] == "depth3-monotone"
+    assert fit_model(SPEC, "ttft", rows(3000, 5), rows(800, 6), only).entry.candidate == "depth3-monotone"
 
 
 def test_tpot_training_zeroes_tokens_generated() -> None:
@@ -121,12 +121,12 @@ def test_prior_serves_every_quantile_positive_and_ordered() -> None:
     cols = grid_columns(2000, seed=9)
     cols["input_token_length"] = cols["input_token_length"] * 10  # also beyond the grid
     for name, (files, entry) in models.items():
-        booster = xgb.Booster(model_file=bytearray(files[entry["file"]]))
+        booster = xgb.Booster(model_file=bytearray(files[entry.file]))
         out = np.asarray(booster.inplace_predict(SPEC.matrix(name, cols)))
         assert out.shape == (2000, 3) and np.all(out > 0), name
         assert np.mean(np.diff(out, axis=1) >= 0) > 0.99, name
-        assert entry["prior"] is True and entry["features"] == list(SPEC.columns(name))
-        assert entry["quantiles"] == [0.5, 0.9, 0.99]
+        assert entry.prior is True and entry.features == SPEC.columns(name)
+        assert entry.quantiles == (0.5, 0.9, 0.99)
 
 
 def publish_prior(root: Path, key: bytes | None = None) -> Publisher:
@@ -194,8 +194,9 @@ def test_a_fit_too_small_for_quantiles_serves_a_calibrated_location_in_milliseco
     train, hold = window_rows(45, 7), window_rows(30, 8)
     for name in MODEL_NAMES:
         fitted = fit_model(SPEC, name, train, hold, params)
-        assert fitted.entry["target_transform"] == "log1p" and fitted.entry["quantiles"] == [0.9]
-        assert fitted.entry["quantile_rounds"] == 0 and fitted.entry["calibration"]["scale"] > 1.0
+        assert fitted.entry.target_transform == "log1p" and fitted.entry.quantiles == (0.9,)
+        assert fitted.entry.quantile_rounds == 0 and fitted.entry.calibration is not None
+        assert fitted.entry.calibration.scale > 1.0
     loaded = fitted_bundle(train, hold, params)
     test = window_rows(500, 9)
     served = loaded.predict("ttft", training_columns("ttft", test, True))

@@ -56,7 +56,7 @@ def test_seed_export_is_imported(client_factory: Callable[..., TestClient], rows
         tar.extractall(seed, filter="data")
     fresh = client_factory(data_dir=str(tmp_path / "b"))
     assert fresh.get("/model/ttft/download").content == source.get("/model/ttft/download").content
-    assert svc(fresh).live.get().bundle.manifest["prior"] is False
+    assert svc(fresh).live.get().bundle.manifest.prior is False
 
 
 def test_mean_objective_trains(client_factory: Callable[..., TestClient], rows_of: Callable[..., list]) -> None:
@@ -64,7 +64,8 @@ def test_mean_objective_trains(client_factory: Callable[..., TestClient], rows_o
     c.post("/add_training_data_bulk", json={"entries": rows_of(1000)})
     assert svc(c).loop.run_cycle() == 2
     entry = svc(c).live.get().bundle.model_entry("ttft")
-    assert entry["objective"] == "mean" and entry["calibration"] == {"scale": 1.0, "offset": 0.0}
+    assert entry.objective == "mean" and entry.calibration is not None
+    assert entry.calibration.written() == {"scale": 1.0, "offset": 0.0}
     assert 'ttft_mae{idx="0"}' in c.get("/metrics").text
 
 

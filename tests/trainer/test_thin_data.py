@@ -115,7 +115,7 @@ def test_a_challenger_on_fifty_rows_that_covers_worse_does_not_replace_the_prior
         assert service_of(client).loop.run_cycle() is None
     line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("TTFT model trained"))
     assert "kept v1: coverage" in line and "below the live model's 100.0%" in line, line
-    assert service_of(client).live.get().bundle.manifest["prior"] is True
+    assert service_of(client).live.get().bundle.manifest.prior is True
 
 
 @pytest.mark.parametrize(("min_rows", "published"), [(1000, True), (0, False)])
@@ -155,7 +155,7 @@ def test_a_fit_is_calibrated_at_the_level_it_is_given() -> None:
     high = _coverage(rows, hold, fresh, "ttft", FitParams(rounds=60, nthread=1, calibration_level=0.97))
     assert low == pytest.approx(0.8, abs=0.04) and high == pytest.approx(0.97, abs=0.02)
     fitted = fit_model(SPEC, "ttft", rows, hold, FitParams(rounds=60, nthread=1, calibration_level=0.97))
-    assert fitted.entry["calibration_level"] == 0.97
+    assert fitted.entry.calibration_level == 0.97
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are a Linux feature")
@@ -188,4 +188,4 @@ def test_a_slow_engine_gets_its_first_fit_at_the_configured_row_count(
     assert service_of(client).loop.run_cycle() is None
     post(client, make_rows(1, seed=8))
     assert service_of(client).loop.run_cycle() == 2
-    assert service_of(client).live.get().bundle.manifest["prior"] is False
+    assert service_of(client).live.get().bundle.manifest.prior is False

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from fastapi.testclient import TestClient
 
+from shared.bundle import ModelEntry
 from tests.trainer.conftest import service_of
 from trainer.evaluate import Scores
 from trainer.fitted import FittedModel
@@ -86,9 +87,9 @@ def test_retrain_history_is_bounded_per_model() -> None:
     history = RetrainHistory(size=3, clock=clock)
     for k in range(5):
         scores = Scores(10, 1.0 + k, 2.0, 0.9, 0.5)
-        fitted = FittedModel("ttft", {}, {"candidate": "depth6", "location_rounds": 7, "quantile_rounds": k,
-                                          "selection_log_rmse": {"depth6": 0.2}, "holdout_rows": 10},
-                             scores, Scores(5, 1.0, 1.0, 0.8, 0.4), 0.25, np.zeros(1))
+        entry = ModelEntry(file="ttft.ubj", candidate="depth6", location_rounds=7, quantile_rounds=k,
+                           selection_log_rmse={"depth6": 0.2}, holdout_rows=10)
+        fitted = FittedModel("ttft", {}, entry, scores, Scores(5, 1.0, 1.0, 0.8, 0.4), 0.25, np.zeros(1))
         history.record("ttft", 100 * k, fitted, "published", k + 2, f"published v{k + 2}", None)
         clock.now += 1
     records = history.records("ttft")
