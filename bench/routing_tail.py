@@ -209,7 +209,7 @@ def profile(rows: Sequence[dict[str, Any]], slo_ms: float) -> dict[str, Any]:
         out["share_not_min_predicted"] = _share(
             rows, lambda r: r.get("min_predicted_pod") is not None and r["min_predicted_pod"] != r["pod"])
         pairs = [(r["ttft_ms"], r["predicted_ttft_ms"]) for r in rows if r.get("predicted_ttft_ms") is not None]
-        out["served_coverage_ttft"] = round(sum(a <= p for a, p in pairs) / max(len(pairs), 1), 3)
+        out["served_coverage_ttft"] = round(sum(a <= p for a, p in pairs) / len(pairs), 3) if pairs else None
         out["median_actual_over_predicted"] = (round(float(np.median([a / p for a, p in pairs if p > 0])), 3)
                                                if pairs else None)
     if any("forecast_chosen_ms" in r for r in rows):
