@@ -8,9 +8,11 @@ served coverage (share of actual ≤ the prediction served at dispatch), plus pe
 targets and predicted-latency's share of the clairvoyant's P99 improvement over least-queue. ``--plot F.png``
 draws it; the Markdown table is printed (``python -m bench.routing_matrix_report F.json`` prints it again).
 
-Subsets: ``--cells conv:8,code:4``, ``--policies least-queue,predicted-latency``, ``--seeds 0,1``, and
-``--duration S`` (trace seconds from the start; the full traces span ~3,600 s) or ``--limit N`` for quick runs;
-``--requests-csv-dir D`` keeps every run's per-request CSV; ``--jobs N`` runs cells in N processes.
+Subsets: ``--cells conv:8,code:4``, ``--policies least-queue,predicted-latency``, ``--seeds 0,1``; a slice of
+each trace with ``--window conv=1200:900`` (trace seconds START:DURATION, repeatable; the full traces span
+~3,600 s), or ``--duration S`` (from the start, every trace) / ``--limit N`` for quick runs;
+``--requests-csv-dir D`` keeps every run's per-request CSV; ``--jobs N`` runs (cell, seed) jobs in N processes.
+The JSON is rewritten after every finished job, so an interrupted run keeps what it measured.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Job:
     seed: int
     policies: tuple[str, ...]
     pods: int
+    start_s: float
     duration_s: float | None
     limit: int | None
     csv_dir: Path | None
@@ -97,7 +100,8 @@ def metrics(summary: dict[str, Any]) -> dict[str, Any]:
 def run_job(job: Job) -> tuple[str, int, dict[str, Any]]:
     """Every policy of one (cell, seed) on the same items and cluster."""
     cell = job.cell
-    trace = load_trace(shared_data_dir() / TRACES[cell.trace], cell.rate_scale, job.limit, job.duration_s, 0.0)
+    trace = load_trace(shared_data_dir() / TRACES[cell.trace], cell.rate_scale, job.limit, job.duration_s,
+                       job.start_s)
     slo = SLO_TTFT_MS[cell.trace]
     items = build_items(trace, job.seed, slo_ttft_ms=slo)
     cfg = ClusterConfig(pools=(PoolSpec("pod", job.pods, EngineConfig.from_preset(PRESET)),))
@@ -128,6 +132,7 @@ def settings(args: argparse.Namespace, cells: Sequence[Cell], policies: Sequence
     return {
         "cells": [c.key for c in cells], "policies": list(policies), "seeds": args.seeds, "pods": args.pods,
         "preset": PRESET, "slo_ttft_ms": SLO_TTFT_MS, "duration_s": args.duration, "limit": args.limit,
+        "windows": {t: {"start_s": w[0], "duration_s": w[1]} for t, w in args.windows.items()},
         "max_tokens_policy": "fixed:1024", "output_length": "hidden", "heuristics": list(HEURISTICS),
         "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg": os.getloadavg()},
@@ -143,11 +148,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seeds", default="0", help="comma-separated seeds (default: 0)")
     p.add_argument("--pods", type=int, default=8)
     p.add_argument("--duration", type=float, default=None, help="trace seconds replayed from the start")
+    p.add_argument("--window", action="append", default=[], metavar="TRACE=START:DURATION",
+                   help="replay only trace seconds [START, START+DURATION) of TRACE (wins over --duration)")
     p.add_argument("--limit", type=int, default=None, help="first N requests of each trace")
     p.add_argument("--requests-csv-dir", type=Path, default=None)
     p.add_argument("--jobs", type=int, default=1, help="worker processes (one (cell, seed) each)")
     args = p.parse_args(argv)
     args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    args.windows = {}
+    for spec in args.window:
+        trace, _, span = spec.partition("=")
+        start, _, length = span.partition(":")
+        if trace not in TRACES or not start or not length:
+            raise SystemExit(f"--window: expected TRACE=START:DURATION with TRACE in {sorted(TRACES)}, got {spec!r}")
+        args.windows[trace] = (float(start), float(length))
     return args
 
 
@@ -160,21 +174,27 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--policies: unknown {sorted(unknown)}")
     if args.requests_csv_dir is not None:
         args.requests_csv_dir.mkdir(parents=True, exist_ok=True)
-    jobs = [Job(c, s, policies, args.pods, args.duration, args.limit, args.requests_csv_dir)
-            for c in cells for s in args.seeds]
+    jobs = [Job(c, s, policies, args.pods, *args.windows.get(c.trace, (0.0, args.duration)), args.limit,
+                args.requests_csv_dir) for c in cells for s in args.seeds]
     t0 = time.perf_counter()
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            done = list(pool.map(run_job, jobs))
-    else:
-        done = [run_job(j) for j in jobs]
     doc: dict[str, Any] = {"settings": settings(args, cells, policies), "cells": {}}
     for cell in cells:
         doc["cells"][cell.key] = {"trace": cell.trace, "rate_scale": cell.rate_scale,
                                   "slo_ttft_ms": SLO_TTFT_MS[cell.trace], "seeds": {}}
-    for key, seed, result in done:
+
+    def record(key: str, seed: int, result: dict[str, Any]) -> None:
         doc["cells"][key]["seeds"][str(seed)] = result
-    doc["wall_s"] = round(time.perf_counter() - t0, 1)
+        doc["wall_s"] = round(time.perf_counter() - t0, 1)
+        args.out.write_text(json.dumps(doc, indent=2))
+
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            for done in pool.map(run_job, jobs):
+                record(*done)
+    else:
+        for job in jobs:
+            record(*run_job(job))
+    doc["cells"] = {k: c for k, c in doc["cells"].items() if c["seeds"]}
     args.out.write_text(json.dumps(doc, indent=2))
     print(table(doc))
     if args.plot is not None:

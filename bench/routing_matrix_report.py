@@ -117,8 +117,13 @@ def table(doc: Mapping[str, Any]) -> str:
     seeds = doc["settings"]["seeds"]
     first = str(seeds[0])
     s = doc["settings"]
-    span = ("full traces" if s["duration_s"] is None and s["limit"] is None
-            else f"first {s['duration_s'] or '–'} trace s, limit {s['limit'] or '–'}")
+    windows = s.get("windows") or {}
+    parts = [f"{t} trace s {w['start_s']:g}–{w['start_s'] + w['duration_s']:g}" for t, w in windows.items()]
+    if s["duration_s"] is not None:
+        parts.append(f"otherwise the first {s['duration_s']:g} trace s")
+    if s["limit"] is not None:
+        parts.append(f"at most {s['limit']} requests")
+    span = ", ".join(parts) or "full traces"
     head = (f"{s['pods']} × {s['preset']}, seeds {', '.join(map(str, seeds))}, {span}; "
             f"wall {doc.get('wall_s', 0):.0f} s")
     return "\n".join([head, "", *summary_rows(doc), "", f"Seed {first}:", "", *detail_rows(doc, first)])

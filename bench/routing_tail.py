@@ -1,7 +1,7 @@
 """Who makes up predicted-latency's P99 TTFT, and could anything have avoided them (issue 23, item 3)?
 
-``python -m bench.routing_tail --trace code --rate-scale 4 --out tail.json [--csv tail.csv]`` replays one cell
-(8 × llama3-8b-a100, seed 0, as ``bench.bench_routing_matrix``) twice:
+``python -m bench.routing_tail --trace code --rate-scale 4 --out tail.json [--csv tail.csv] [--start S --duration D]``
+replays one cell (8 × llama3-8b-a100, seed 0, as ``bench.bench_routing_matrix``) twice:
 
 - **predicted-latency**, recording at every decision every candidate's router view (scraped waiting, in-flight,
   uncached prefill tokens in flight, prefix score, KV) and served predictions, the pick and why (``predicted``,
@@ -271,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate-scale", type=float, default=4.0)
     p.add_argument("--pods", type=int, default=8)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--duration", type=float, default=None, help="trace seconds from the start")
+    p.add_argument("--start", type=float, default=0.0, help="first trace second replayed")
+    p.add_argument("--duration", type=float, default=None, help="trace seconds replayed from --start")
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--csv", type=Path, default=None, help="per-request rows of the predicted-latency run")
@@ -279,14 +280,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="every N decisions, time a fork against a deep copy of every pod (0: never)")
     args = p.parse_args(argv)
     slo = SLO_TTFT_MS[args.trace]
-    trace = load_trace(shared_data_dir() / TRACES[args.trace], args.rate_scale, args.limit, args.duration, 0.0)
+    trace = load_trace(shared_data_dir() / TRACES[args.trace], args.rate_scale, args.limit, args.duration,
+                       args.start)
     items = build_items(trace, args.seed, slo_ttft_ms=slo)
     cfg = ClusterConfig(pools=(PoolSpec("pod", args.pods, EngineConfig.from_preset(PRESET)),))
     pl, pl_rec = replay(items, cfg, "predicted-latency", args.seed, forecast=True, cost_every=args.cost_every)
     print("predicted-latency done", file=sys.stderr, flush=True)
     cv, cv_rec = replay(items, cfg, "clairvoyant", args.seed, forecast=False)
     doc = {"settings": {"trace": args.trace, "rate_scale": args.rate_scale, "pods": args.pods, "seed": args.seed,
-                        "duration_s": args.duration, "limit": args.limit, "requests": len(items)},
+                        "start_s": args.start, "duration_s": args.duration, "limit": args.limit,
+                        "requests": len(items)},
            **analyse(pl, cv, slo), "copy_cost": pl_rec.cost.summary(), "clairvoyant_status": cv_rec.status()}
     args.out.write_text(json.dumps(doc, indent=2))
     if args.csv is not None:

@@ -18,11 +18,13 @@ QUANTILES = {"p50", "p90", "p99"}
 def test_a_small_matrix_writes_every_cell_policy_and_verdict(tmp_path: Path) -> None:
     out, png, csv_dir = tmp_path / "m.json", tmp_path / "m.png", tmp_path / "csv"
     assert main(["--cells", "conv:8,code:4", "--policies", ",".join(POLICIES), "--limit", "150",
-                 "--out", str(out), "--plot", str(png), "--requests-csv-dir", str(csv_dir)]) == 0
+                 "--window", "code=600:900", "--out", str(out), "--plot", str(png),
+                 "--requests-csv-dir", str(csv_dir)]) == 0
     doc = json.loads(out.read_text())
     assert doc["settings"]["cells"] == ["conv@8x", "code@4x"] and doc["settings"]["seeds"] == [0]
     assert doc["settings"]["policies"] == list(POLICIES) and doc["settings"]["commit"]
     assert set(doc["cells"]) == {"conv@8x", "code@4x"}
+    assert doc["settings"]["windows"] == {"code": {"start_s": 600.0, "duration_s": 900.0}}
     assert doc["cells"]["code@4x"]["slo_ttft_ms"] == 1000.0 and doc["cells"]["conv@8x"]["slo_ttft_ms"] == 500.0
     for cell in doc["cells"].values():
         run = cell["seeds"]["0"]
@@ -43,6 +45,7 @@ def test_a_small_matrix_writes_every_cell_policy_and_verdict(tmp_path: Path) -> 
     assert len(list(csv_dir.glob("*.csv"))) == 2 * len(POLICIES)
     text = table(doc)
     assert "| conv@8x | 0 |" in text and "| code@4x | predicted-latency |" not in text
+    assert "code trace s 600–1500" in text
 
 
 def _m(p99: float, slo: float = 0.9, cov: dict[str, float] | None = None) -> dict[str, object]:
