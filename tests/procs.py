@@ -1,10 +1,12 @@
-"""Real server subprocesses on 127.0.0.1 for integration tests: start, wait until ready, read peak RSS, kill."""
+"""Real server subprocesses on 127.0.0.1 for integration tests: start, wait until ready, read peak RSS, kill.
+
+``free_port`` is the one the tests use (``demo.procs``' own).
+"""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,16 +16,13 @@ from pathlib import Path
 
 import httpx
 
+from demo.procs import free_port as free_port
+from tests.waiting import wait_for
+
 REPO = Path(__file__).resolve().parents[1]
 QUIET = {"LATENCY_LOG_LEVEL": "WARNING"}
 SMALL_TRAINER = {"LATENCY_RETRAINING_INTERVAL_SEC": "3600", "LATENCY_XGB_N_ESTIMATORS": "20",
                  "LATENCY_TRAIN_THREADS": "1"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def spawn(module: str, args: list[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -41,15 +40,19 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, path: str = "
                timeout: float = 60.0) -> float:
     """Seconds until ``GET url+path`` answers 200 (AssertionError, with the server's log, otherwise)."""
     start = time.monotonic()
-    while time.monotonic() - start < timeout:
+
+    def ready() -> bool:
         assert proc.poll() is None, f"server exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
         try:
-            if httpx.get(url + path, timeout=2).status_code == 200:
-                return time.monotonic() - start
+            return httpx.get(url + path, timeout=2).status_code == 200
         except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"{url}{path} not ready in {timeout:g} s:\n{log.read_text()[-3000:]}")
+            return False
+
+    try:
+        wait_for(ready, timeout, interval=0.05, what=f"{url}{path} ready")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}:\n{log.read_text()[-3000:]}") from None
+    return time.monotonic() - start
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:

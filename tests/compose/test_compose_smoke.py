@@ -10,10 +10,10 @@ down at the end.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ if str(REPO) not in sys.path:  # demo/ is a top-level folder, not an installed p
     sys.path.insert(0, str(REPO))
 
 from demo.procs import LOOPBACK, PortAllocator, ProcessSet  # noqa: E402
+from tests.waiting import wait_for  # noqa: E402
 
 COMPOSE = REPO / "docker-compose.yml"
 BIN = Path(sys.executable).parent
@@ -153,6 +154,11 @@ def compose_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[di
         yield doc, services, rewriter
 
 
+def _samples(client: httpx.Client, trainer_url: str) -> int:
+    status = client.get(trainer_url + "/data/status").json()
+    return int(status["training_data"]["total_samples"] + status["test_data"]["total_samples"])
+
+
 def test_every_service_is_built_from_the_repo_image() -> None:
     doc, services = load_services()
     for name, spec in doc["services"].items():
@@ -186,11 +192,5 @@ def test_services_talk_to_each_other(compose_stack: tuple[dict[str, Any], dict[s
         assert all(seen.values()), seen
         for pool in config["pools"]:
             assert client.get(pool["predictor_urls"][0] + "/readyz").status_code == 200
-            deadline = time.monotonic() + 15
-            while True:
-                status = client.get(pool["trainer_url"] + "/data/status").json()
-                total = status["training_data"]["total_samples"] + status["test_data"]["total_samples"]
-                if total > 0 or time.monotonic() > deadline:
-                    break
-                time.sleep(0.2)
-            assert total > 0, f"no samples reached the {pool['name']} trainer"
+            wait_for(functools.partial(_samples, client, pool["trainer_url"]), timeout=15, interval=0.2,
+                     what=f"samples reach the {pool['name']} trainer")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from router_client.http1 import Http1Pool
+from tests.waiting import wait_for_async
 
 MAX_IDLE_S = 4.0
 
@@ -67,12 +67,6 @@ async def connection_number(pool: Http1Pool, url: str) -> int:
     return int(body)
 
 
-async def until(check: Any) -> None:
-    async with asyncio.timeout(10):
-        while not check():
-            await asyncio.sleep(0.01)
-
-
 def test_connection_idle_beyond_max_idle_is_closed_not_reused() -> None:
     async def scenario() -> None:
         clock = FakeClock()
@@ -83,7 +77,7 @@ def test_connection_idle_beyond_max_idle_is_closed_not_reused() -> None:
             assert await connection_number(pool, server.url) == 1  # within max idle: reused
             clock.now += MAX_IDLE_S + 0.1
             assert await connection_number(pool, server.url) == 2  # beyond: a fresh connection ...
-            await until(lambda: 1 in server.closed)  # ... and the stale one closed by the client
+            await wait_for_async(lambda: 1 in server.closed, timeout=10)  # ... and the stale one closed by the client
             await pool.aclose()
 
     asyncio.run(scenario())
@@ -99,7 +93,7 @@ def test_stale_connections_below_a_fresh_one_are_all_closed() -> None:
             assert server.opened == 3
             clock.now += MAX_IDLE_S + 1
             assert await connection_number(pool, server.url) == 4
-            await until(lambda: server.closed == {1, 2, 3})
+            await wait_for_async(lambda: server.closed == {1, 2, 3}, timeout=10)
             clock.now += 1
             assert await connection_number(pool, server.url) == 4  # the fresh one is reused
             await pool.aclose()

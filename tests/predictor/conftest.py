@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,12 +112,6 @@ def build_bundle(root: Path, version: int, spec: FeatureSpec | None = None, *, t
         manifest["hmac_sha256"] = sign(manifest, key)
     path = write_bundle(root, manifest, files)
     return Built(path, version, boosters, manifest, spec, calib)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def dir_settings(root: Path, **kw: Any) -> PredictorSettings:

@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from predictor.__main__ import parse_args
-from tests.predictor.conftest import build_bundle, free_port
+from tests.predictor.conftest import build_bundle
+from tests.procs import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,9 +11,11 @@ from starlette.testclient import TestClient
 
 from predictor.app import create_app
 from shared.predictor_settings import PredictorSettings
-from tests.predictor.conftest import build_bundle, free_port
+from tests.predictor.conftest import build_bundle
 from tests.predictor.test_refusals import ROW, tampered, truncated
 from tests.predictor.trainer_stub import TrainerStub
+from tests.procs import free_port
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -29,14 +30,6 @@ def pull_settings(stub: TrainerStub, tmp_path: Path, **kw: Any) -> PredictorSett
                               "model_sync_interval_sec": 60.0, "long_poll": False, "http_timeout": 5.0}
     values.update(kw)
     return PredictorSettings(**values)
-
-
-def wait_for(check: Callable[[], bool], timeout: float = 10.0) -> float:
-    start = time.monotonic()
-    while not check():
-        assert time.monotonic() - start < timeout, "condition not reached in time"
-        time.sleep(0.02)
-    return time.monotonic() - start
 
 
 def test_pull_verify_swap_and_etag(stub: TrainerStub, bundle_root: Path, tmp_path: Path) -> None:

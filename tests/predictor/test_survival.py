@@ -15,11 +15,11 @@ from starlette.testclient import TestClient
 from predictor.app import create_app
 from predictor.ratelog import RateLimitedLog
 from shared.bundle import CURRENT, MANIFEST, MANIFEST_SHA, current_pointer, set_current, version_dir
-from tests.predictor.conftest import build_bundle, dir_settings, free_port
+from tests.predictor.conftest import build_bundle, dir_settings
 from tests.predictor.test_pull import pull_settings
 from tests.predictor.test_refusals import ROW, tampered
 from tests.predictor.trainer_stub import TrainerStub
-from tests.procs import predictor, trainer
+from tests.procs import free_port, predictor, trainer
 from tests.trainer.conftest import mixed_rows
 from tests.waiting import wait_for
 

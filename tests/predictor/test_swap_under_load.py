@@ -13,9 +13,10 @@ import pytest
 
 from predictor.app import create_app
 from shared.predictor_settings import PredictorSettings
-from tests.predictor.conftest import Built, build_bundle, dir_settings, free_port, random_rows
+from tests.predictor.conftest import Built, build_bundle, dir_settings, random_rows
 from tests.predictor.trainer_stub import TrainerStub
 from tests.predictor.uvicorn_thread import serving
+from tests.procs import free_port
 
 ROWS = random_rows(40, seed=5)
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import uvicorn
 from starlette.applications import Starlette
 
-from tests.predictor.conftest import free_port
+from tests.procs import free_port
 
 
 @contextlib.contextmanager

@@ -26,6 +26,7 @@ from tests.proxy.conftest import RunningProxy
 from tests.waiting import wait_for
 
 REFRESH_S = 1.0
+PATIENCE: dict[str, float] = {"timeout": 60.0, "interval": 0.25}
 TARGET_S = REFRESH_S + 2.0
 A2, A3, A4 = "127.0.0.2", "127.0.0.3", "127.0.0.4"
 TIME_SCALE = 0.5
@@ -92,10 +93,6 @@ def pod_status(proxy_url: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]
     return pool["discovery"], {p["url"]: p for p in pool["pods"]}
 
 
-def until(check: Callable[[], Any], what: str) -> None:
-    wait_for(check, timeout=60, interval=0.25, what=what)
-
-
 @pytest.fixture
 def hosts() -> Iterator[HostsFile]:
     with hosts_file() as h:
@@ -119,16 +116,17 @@ def test_proxy_follows_the_record_set_without_failing_a_request(
             return sum(1 for r in dispatches(proxy.url) if r["pod"] == pod and r["dispatched_at"] >= since)
 
         with running_load(proxy.url) as load:
-            until(lambda: routed_since(u2, 0) >= 5 and routed_since(u3, 0) >= 5, "both pods serve")
+            wait_for(lambda: routed_since(u2, 0) >= 5 and routed_since(u3, 0) >= 5, what="both pods serve", **PATIENCE)
 
             removed_at = time.time()
             hosts.set({name: [A2]})
-            until(lambda: routed_since(u2, removed_at + TARGET_S) >= 20, "traffic after the deadline")
-            until(lambda: u3 not in pod_status(proxy.url)[1], "the pod that left is retired")
+            wait_for(lambda: routed_since(u2, removed_at + TARGET_S) >= 20, what="traffic after the deadline",
+                     **PATIENCE)
+            wait_for(lambda: u3 not in pod_status(proxy.url)[1], what="the pod that left is retired", **PATIENCE)
 
             joined_at = time.time()
             hosts.set({name: [A2, A3, A4]})
-            until(lambda: routed_since(u3, joined_at) >= 5, "the pod that came back serves again")
+            wait_for(lambda: routed_since(u3, joined_at) >= 5, what="the pod that came back serves again", **PATIENCE)
             _, pods = pod_status(proxy.url)
             assert pods[u4]["state"] == "joining" and pods[u3]["state"] == "serving"
             page = httpx.get(proxy.url + "/ui", params={"refresh": 0}, timeout=30).text
@@ -136,9 +134,9 @@ def test_proxy_follows_the_record_set_without_failing_a_request(
 
             failed_at = time.time()
             hosts.set({})
-            until(lambda: pod_status(proxy.url)[0]["last_outcome"] == "error", "resolution fails")
-            until(lambda: routed_since(u2, failed_at + TARGET_S) >= 5 and routed_since(u3, failed_at + TARGET_S)
-                  >= 5, "traffic to the last known pods")
+            wait_for(lambda: pod_status(proxy.url)[0]["last_outcome"] == "error", what="resolution fails", **PATIENCE)
+            wait_for(lambda: routed_since(u2, failed_at + TARGET_S) >= 5 and routed_since(u3, failed_at + TARGET_S)
+                     >= 5, what="traffic to the last known pods", **PATIENCE)
             assert set(pod_status(proxy.url)[1]) == {u2, u3, u4}, "the last known set is kept"
 
         records = dispatches(proxy.url)

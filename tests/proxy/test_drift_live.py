@@ -3,8 +3,8 @@ correction factor and in its drift metrics (the raw model's coverage of that pod
 prediction follows the pod).
 
 The whole stack runs as subprocesses on loopback (two sim pods, a trainer and a predictor, the proxy) with the
-router's default correction and drift settings. ``POST /admin/scenario`` belongs to the simulator's scenario
-work; when a pod answers it with 404 (that work not merged yet) the test is skipped, saying so.
+router's default correction and drift settings; the pod is slowed with the simulator's ``POST /admin/scenario``
+(asserted to answer 200: a pod without it fails the test).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import pytest
 
 from demo.prom import metric_value
 from demo.stack import PoolSpec, Stack, StackSpec
-from tests.proxy.conftest import Pods
 from tests.waiting import wait_for
 
 SPEC = StackSpec(
@@ -33,18 +32,7 @@ SLOWDOWN = 3.0
 
 
 @pytest.fixture(scope="module")
-def scenario_endpoint(pods: Pods) -> None:
-    """Skip (saying why) when sim pods answer 404 on ``POST /admin/scenario``: asked of an in-thread pod
-    of the same code before the whole stack is started."""
-    probe = httpx.post(pods.short[0] + "/admin/scenario", json={"speed_factor": 1.0}, timeout=30)
-    if probe.status_code == 404:
-        print("SKIP: the sim pods have no POST /admin/scenario yet (the simulator's scenario work is not merged)")
-        pytest.skip("sim pods answer 404 on POST /admin/scenario: scenario support not merged yet")
-    assert probe.status_code == 200, probe.text
-
-
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory, scenario_endpoint: None) -> Iterator[Stack]:
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     with Stack(SPEC, Path(tmp_path_factory.mktemp("drift-stack")), startup_timeout_s=90) as stack:
         yield stack
 
@@ -98,6 +86,8 @@ def _warm(client: httpx.Client, stack: Stack) -> dict[str, Any] | None:
 def test_slowed_pod_shows_in_correction_and_drift_within_60_s(live: Stack) -> None:
     slow, fast = live.pod_urls["short"]
     with httpx.Client(timeout=30) as client, Load(live.router_url) as load:
+        probe = client.post(slow + "/admin/scenario", json={"speed_factor": 1.0})
+        assert probe.status_code == 200, f"sim pods must serve POST /admin/scenario: {probe.status_code} {probe.text}"
         wait_for(lambda: _warm(client, live), timeout=120, interval=0.5, what="a trained model and 40 pairs per pod")
         answer = client.post(slow + "/admin/scenario", json={"speed_factor": SLOWDOWN})
         assert answer.status_code == 200, answer.text

@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -24,6 +22,7 @@ from sim.engine.config import EngineConfig
 from sim.pod.config import PodConfig
 from sim.pod.launch import run_pods
 from tests.hosts_file import HostsFile, hosts_file, shared_port
+from tests.waiting import wait_for_async
 
 A2, A3 = "127.0.0.2", "127.0.0.3"
 TIME_SCALE = 0.02
@@ -33,13 +32,6 @@ TIME_SCALE = 0.02
 def hosts() -> Iterator[HostsFile]:
     with hosts_file() as h:
         yield h
-
-
-async def until(check: Callable[[], Any], timeout: float = 30.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"not within {timeout:g} s: {what}"
-        await asyncio.sleep(0.02)
 
 
 def _discovered(name: str, port: int, refresh_s: float = 3600.0) -> PoolConfig:
@@ -167,7 +159,8 @@ def test_router_follows_the_name_keeps_state_of_pods_that_stay_and_retires_a_lea
 
         async def body(router: Router) -> None:
             assert router.members.pods("short") == (u2, u3), "resolved by start(); candidates before any scrape"
-            await until(lambda: all(router.members.state(u) == SERVING for u in (u2, u3)), what="first scrapes")
+            await wait_for_async(lambda: all(router.members.state(u) == SERVING for u in (u2, u3)),
+                                 what="first scrapes")
             open_: dict[str, list[Decision]] = {u2: [], u3: []}
             for i in range(200):
                 d = await router.decide(_info(i, prefix))

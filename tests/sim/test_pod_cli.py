@@ -4,63 +4,36 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
+from demo.procs import free_port_block
 from sim.engine import EngineConfig
 from sim.pod import PodConfig, run_pods
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _consecutive_free_ports(n: int) -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
-        socks = []
-        try:
-            for i in range(n):
-                sock = socket.socket()
-                socks.append(sock)
-                sock.bind(("127.0.0.1", base + i))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise RuntimeError("no consecutive free ports")
-
-
-def _wait_healthy(url: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise AssertionError(f"{url} never became healthy")
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/health", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def test_cli_serves_count_pods_on_consecutive_ports() -> None:
-    base = _consecutive_free_ports(2)
+    base = free_port_block(2)
     cmd = [sys.executable, "-m", "sim.pod", "--host", "127.0.0.1", "--port", str(base), "--count", "2",
            "--time-scale", "0.05", "--max-model-len", "1024", "--pool", "short"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 20
         urls = [f"http://127.0.0.1:{base + i}" for i in range(2)]
-        for url in urls:
-            _wait_healthy(url, deadline)
+        wait_for(lambda: all(_healthy(url) for url in urls), timeout=20, interval=0.1, what="both pods healthy")
         for url in urls:
             r = httpx.post(url + "/v1/completions", json={"prompt": "hi", "max_tokens": 3}, timeout=10)
             assert r.json()["usage"]["completion_tokens"] == 3
@@ -86,13 +59,10 @@ def test_client_disconnect_aborts_request() -> None:
             for i, _line in enumerate(r.iter_lines()):
                 if i > 4:
                     break
-        deadline = time.monotonic() + 5
-        running = 1.0
-        while time.monotonic() < deadline:
+
+        def running() -> float:
             text = httpx.get(url + "/metrics", timeout=5).text
-            running = float(next(line for line in text.splitlines()
-                                 if line.startswith("vllm:num_requests_running{")).rsplit(" ", 1)[1])
-            if running == 0:
-                break
-            time.sleep(0.05)
-        assert running == 0
+            return float(next(line for line in text.splitlines()
+                              if line.startswith("vllm:num_requests_running{")).rsplit(" ", 1)[1])
+
+        wait_for(lambda: running() == 0, timeout=5, interval=0.05, what="the aborted request leaves the batch")

@@ -6,8 +6,7 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,18 +15,10 @@ import pytest
 from sim.engine import EngineConfig
 from sim.pod import PodConfig, RunningPods, run_pods
 from sim.scenario import PodChange, TimedEvent
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 QUIET = EngineConfig.from_preset("llama3-8b-a100", max_model_len=4096, noise_std=0.0)
-
-
-def _wait_for(check: Callable[[], bool], what: str, deadline_s: float = 15.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _ttft_sum(url: str) -> float:
@@ -83,7 +74,7 @@ def test_scheduled_event_applies_at_its_virtual_time(pods: RunningPods) -> None:
     url = pods.urls[1] + "/admin/scenario"
     first = httpx.get(url, timeout=5).json()
     assert first["pending"] == [{"at_s": 30.0, "speed_factor": 3.0}] or first["speed_factor"] == 3.0
-    _wait_for(lambda: httpx.get(url, timeout=5).json()["speed_factor"] == 3.0, "the scheduled speed change")
+    wait_for(lambda: httpx.get(url, timeout=5).json()["speed_factor"] == 3.0, what="the scheduled speed change")
     state = httpx.get(url, timeout=5).json()
     assert state["pending"] == [] and state["events"][0]["source"] == "scenario event 0"
     assert state["events"][0]["at_s"] >= 30.0 and state["virtual_time_s"] >= 30.0

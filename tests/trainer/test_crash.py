@@ -2,45 +2,27 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.procs import free_port, spawn, wait_ready
+from tests.waiting import wait_for
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def log_of(data_dir: Path) -> Path:
+    return data_dir.with_name(data_dir.name + "-trainer.log")
 
 
 def start(data_dir: Path, port: int, interval: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "LATENCY_RETRAINING_INTERVAL_SEC": interval, "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "100",
-           "LATENCY_XGB_N_ESTIMATORS": "20", "LATENCY_TRAIN_THREADS": "1", "LATENCY_LOG_LEVEL": "WARNING"}
-    return subprocess.Popen([sys.executable, "-m", "trainer", "--host", "127.0.0.1", "--port", str(port),
-                             "--data-dir", str(data_dir)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "exited"
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("trainer not ready")
+    env = {"LATENCY_RETRAINING_INTERVAL_SEC": interval, "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "100",
+           "LATENCY_XGB_N_ESTIMATORS": "20", "LATENCY_TRAIN_THREADS": "1"}
+    return spawn("trainer", ["--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir)], env,
+                 log_of(data_dir))
 
 
 def test_kill_9_loses_no_acknowledged_row(tmp_path: Path, rows_of: Callable[..., list]) -> None:
@@ -49,7 +31,7 @@ def test_kill_9_loses_no_acknowledged_row(tmp_path: Path, rows_of: Callable[...,
     proc = start(tmp_path, port, "3600")
     acked = 0
     try:
-        wait_ready(url, proc)
+        wait_ready(url, proc, log_of(tmp_path))
         with httpx.Client(base_url=url, timeout=30) as c:
             for i in range(10):
                 r = c.post("/add_training_data_bulk", json={"entries": rows_of(250, seed=i)})
@@ -62,16 +44,14 @@ def test_kill_9_loses_no_acknowledged_row(tmp_path: Path, rows_of: Callable[...,
 
     proc = start(tmp_path, port, "0.5")
     try:
-        wait_ready(url, proc)
+        wait_ready(url, proc, log_of(tmp_path))
         with httpx.Client(base_url=url, timeout=30) as c:
             status = c.get("/data/status").json()
             assert status["durable"]["rows"] == acked
             held = status["training_data"]["total_samples"] + status["test_data"]["total_samples"]
             assert held == acked
-            deadline = time.monotonic() + 20
-            while c.get("/data/status").json()["last_retrain"] is None:
-                assert time.monotonic() < deadline, "no retrain after restart"
-                time.sleep(0.1)
+            wait_for(lambda: c.get("/data/status").json()["last_retrain"] is not None, timeout=20, interval=0.1,
+                     what="a retrain after restart")
             manifest = c.get("/bundle/manifest").json()
             rows_used = sum(m["training_rows"] + m["holdout_rows"] for m in manifest["models"].values())
             assert rows_used == acked
@@ -102,7 +82,7 @@ def test_kill_9_during_ingest_keeps_every_acknowledged_row(tmp_path: Path, rows_
                     return
 
     try:
-        wait_ready(url, proc)
+        wait_ready(url, proc, log_of(tmp_path))
         thread = threading.Thread(target=post_forever)
         thread.start()
         deadline = time.monotonic() + 20
@@ -116,7 +96,7 @@ def test_kill_9_during_ingest_keeps_every_acknowledged_row(tmp_path: Path, rows_
     assert acked >= 2000
     proc = start(tmp_path, port, "3600")
     try:
-        wait_ready(url, proc)
+        wait_ready(url, proc, log_of(tmp_path))
         durable = httpx.get(f"{url}/data/status", timeout=10).json()["durable"]["rows"]
         assert acked <= durable <= acked + 200
     finally:

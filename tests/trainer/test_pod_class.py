@@ -24,8 +24,8 @@ from shared.bundle import build_manifest, encode_model, write_bundle
 from shared.columns import to_columns
 from shared.features import MODEL_NAMES, TARGET_OF, FeatureSpec
 from shared.timefmt import rfc3339
+from tests.procs import free_port, wait_ready
 from tests.trainer.conftest import mixed_rows, service_of
-from tests.trainer.test_crash import free_port, wait_ready
 from tests.waiting import wait_for
 from trainer.store import STORED_FIELDS, Layout, LogLimits, RowsRecord, SampleLog, record
 from trainer.store.record import columns_to_matrix
@@ -127,7 +127,7 @@ def test_spec_1_data_dir_keeps_every_row_and_refuses_the_old_bundle(tmp_path: Pa
                                  "--data-dir", str(tmp_path)], cwd=REPO, env=env, stdout=log_file,
                                 stderr=subprocess.STDOUT)
         try:
-            wait_ready(url, proc)
+            wait_ready(url, proc, log_path)
             with httpx.Client(base_url=url, timeout=30) as c:
                 status = c.get("/data/status").json()
                 assert status["durable"]["rows"] == n, status

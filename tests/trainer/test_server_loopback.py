@@ -14,6 +14,7 @@ import uvicorn
 from shared.bundle import verify_bundle
 from shared.model import load_bundle
 from shared.trainer_settings import TrainerSettings
+from tests.waiting import wait_for
 from trainer.app import create_app
 
 servers: list[Any] = []
@@ -26,25 +27,12 @@ def server(settings_factory: Callable[..., TrainerSettings]) -> Iterator[str]:
     srv = uvicorn.Server(config)
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 20
-    while not (srv.started and srv.servers):
-        assert time.monotonic() < deadline, "server did not start"
-        time.sleep(0.02)
+    wait_for(lambda: srv.started and srv.servers, timeout=20, what="the trainer starts")
     port = srv.servers[0].sockets[0].getsockname()[1]
     servers.append(config.app)
     yield f"http://127.0.0.1:{port}"
     srv.should_exit = True
     thread.join(15)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def test_ingest_retrain_publish_pull(server: str, rows_of: Callable[..., list]) -> None:
