@@ -11,7 +11,8 @@ draws it; the Markdown table is printed (``python -m bench.routing_matrix_report
 Subsets: ``--cells conv:8,code:4``, ``--policies least-queue,predicted-latency``, ``--seeds 0,1``; a slice of
 each trace with ``--window conv=1200:900`` (trace seconds START:DURATION, repeatable; the full traces span
 ~3,600 s), or ``--duration S`` (from the start, every trace) / ``--limit N`` for quick runs;
-``--requests-csv-dir D`` keeps every run's per-request CSV; ``--jobs N`` runs (cell, seed) jobs in N processes.
+``--requests-csv-dir D`` keeps every run's per-request CSV; ``--policy-module M`` adds the policies M registers;
+``--jobs N`` runs (cell, seed) jobs in N processes.
 The JSON is rewritten after every finished job, so an interrupted run keeps what it measured.
 """
 
@@ -153,6 +154,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=None, help="first N requests of each trace")
     p.add_argument("--requests-csv-dir", type=Path, default=None)
     p.add_argument("--jobs", type=int, default=1, help="worker processes (one (cell, seed) each)")
+    p.add_argument("--policy-module", action="append", default=[],
+                   help="import a module that registers more policies (e.g. bench.queue_floor)")
     args = p.parse_args(argv)
     args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     args.windows = {}
@@ -169,12 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cells = [Cell.parse(s.strip()) for s in args.cells.split(",") if s.strip()]
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+    for module in args.policy_module:
+        default_registry().load_module(module)
     unknown = set(policies) - set(default_registry().names())
     if unknown:
         raise SystemExit(f"--policies: unknown {sorted(unknown)}")
     if args.requests_csv_dir is not None:
         args.requests_csv_dir.mkdir(parents=True, exist_ok=True)
-    jobs = [Job(c, s, policies, args.pods, *args.windows.get(c.trace, (0.0, args.duration)), args.limit,
+    windows = {c.trace: args.windows.get(c.trace, (0.0, args.duration)) for c in cells}
+    jobs = [Job(c, s, policies, args.pods, windows[c.trace][0], windows[c.trace][1], args.limit,
                 args.requests_csv_dir) for c in cells for s in args.seeds]
     t0 = time.perf_counter()
     doc: dict[str, Any] = {"settings": settings(args, cells, policies), "cells": {}}
