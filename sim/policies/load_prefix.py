@@ -12,30 +12,24 @@ engine. Options ``queue_weight``, ``kv_weight``, ``prefix_weight`` change the we
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from router_client.candidates import candidates as build_candidates
 from router_client.config import PluginSpec, SchedulerConfig
 from router_client.scheduling.contracts import SchedulingRequest
 from router_client.scheduling.engine import Scheduler
 from sim.cluster.policy import Completion, Decision, PodSnapshot, PolicyContext, RequestView
+from sim.policies.options import PolicyOptions
 
 
-class LoadPrefixOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class LoadPrefixOptions(PolicyOptions):
 
     queue_weight: float = Field(default=2.0, description="Weight of queue-scorer.", ge=0)
     kv_weight: float = Field(default=2.0, description="Weight of kv-cache-utilization-scorer.", ge=0)
     prefix_weight: float = Field(default=3.0, description="Weight of prefix-cache-scorer.", ge=0)
 
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> LoadPrefixOptions:
-        try:
-            return cls.model_validate(dict(options))
-        except ValidationError as exc:
-            raise ValueError(str(exc)) from None
 
     def scheduler(self) -> SchedulerConfig:
         scorers = [PluginSpec(name="queue-scorer", weight=self.queue_weight),

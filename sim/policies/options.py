@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -12,8 +12,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from router_client.config import ClassifierConfig, CorrectionConfig, PluginSpec, SchedulerConfig, TuningConfig
 
 
-class ReplayOptions(BaseModel):
+class PolicyOptions(BaseModel):
+    """A policy's ``--policy-opt`` strings validated against its fields (unknown keys refused); a bad value is a
+    ``ValueError`` naming the field, which the replay CLI reports."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> Self:
+        try:
+            return cls.model_validate(dict(options))
+        except ValidationError as exc:
+            raise ValueError(str(exc)) from None
+
+
+class ReplayOptions(PolicyOptions):
 
     retrain_interval_s: float = Field(default=20.0, description="Virtual seconds between retrains.", gt=0)
     min_samples: int = Field(default=100, description="Rows per model before the first fit.", ge=1)
@@ -46,12 +59,6 @@ class ReplayOptions(BaseModel):
     def _none_threshold(cls, value: object) -> object:
         return None if isinstance(value, str) and value.lower() in ("none", "null", "") else value
 
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> ReplayOptions:
-        try:
-            return cls.model_validate(dict(options))
-        except ValidationError as exc:
-            raise ValueError(str(exc)) from None
 
     def scheduler(self, seed: int) -> SchedulerConfig:
         file = self._file()

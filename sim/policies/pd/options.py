@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from router_client.config import PluginSpec, SchedulerConfig
 from sim.policies.options import ReplayOptions
@@ -27,12 +26,6 @@ class PdOptions(ReplayOptions):
         default=0.8, description="pd-predicted-latency-slo: TTFT headroom weight of a pair's score (TPOT: 1 - it).",
         ge=0, le=1)
 
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> PdOptions:
-        try:
-            return cls.model_validate(dict(options))
-        except ValidationError as exc:
-            raise ValueError(str(exc)) from None
 
     def role_scheduler(self, seed: int, ttft_weight: float, prefix_affinity: bool) -> SchedulerConfig:
         """One role's pipeline: [prefix-affinity], slo-headroom, latency-headroom(ttft_weight), the picker."""

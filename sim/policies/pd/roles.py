@@ -9,14 +9,15 @@ does not hold (router-side prefix index) are at least ``pd_threshold``; ``always
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field
 
 from router_client.candidates import pod_row
 from shared.features import FeatureRow
 from sim.cluster.policy import PodSnapshot, RequestView
+from sim.policies.options import PolicyOptions
 
 PREFILL = "prefill"
 DECODE = "decode"
@@ -26,22 +27,15 @@ WHOLE = ""
 Decider = Literal["prefix", "always", "never"]
 
 
-class DeciderOptions(BaseModel):
+class DeciderOptions(PolicyOptions):
     """Options every P/D policy takes (``--policy-opt``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     decider: Decider = Field(default="prefix", description="prefix (llm-d's prefix-based-pd-decider), always, never.")
     pd_threshold: int = Field(
         default=512, description="prefix decider: disaggregate iff the decode pod lacks >= this many prompt tokens.",
         ge=1)
 
-    @classmethod
-    def parse(cls, options: Mapping[str, str]) -> DeciderOptions:
-        try:
-            return cls.model_validate(dict(options))
-        except ValidationError as exc:
-            raise ValueError(str(exc)) from None
 
     def disaggregate(self, request: RequestView, decode: PodSnapshot) -> bool:
         if self.decider != "prefix":
