@@ -76,7 +76,7 @@ def window_text(w: dict[str, Any]) -> str:
     if not w.get("judged"):
         return (f"no {w.get('width_s', 10):g} s window after the first trained bundle with ≥ "
                 f"{w.get('min_pairs', 20)} pairs")
-    low = next(x for x in w["windows"] if x["from_s"] == w["min_from_s"])
+    low = w["lowest"]
     return (f"min {w['width_s']:g} s window after the first trained bundle {_pct(w['min_coverage'])} "
             f"({low['pairs']} pairs, from +{w['min_from_s']:g} s; {w['judged']} windows judged)")
 

@@ -106,7 +106,7 @@ def _lowest_window(w: dict[str, Any]) -> str:
     """The lowest coverage among the windows with enough pairs (``demo.truth.windowed``); below the floor in bold."""
     if not w.get("judged"):
         return f"– (no window of ≥ {MIN_WINDOW_PAIRS} pairs)"
-    low = next(x for x in w["windows"] if x["from_s"] == w["min_from_s"])
+    low = w["lowest"]
     text = f"{100 * low['coverage']:.1f} % ({low['pairs']}, +{low['from_s']:g} s)"
     return f"<b>{text} ✗</b>" if low["coverage"] < WINDOW_FLOOR else text
 

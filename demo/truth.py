@@ -125,7 +125,7 @@ def windowed(joined: Sequence[Joined], target: str) -> dict[str, Any]:
     low = min(judged, key=lambda w: w["coverage"], default=None)
     return {"width_s": WINDOW_S, "min_pairs": MIN_WINDOW_PAIRS, "judged": len(judged),
             "min_coverage": None if low is None else low["coverage"], "min_from_s": None if low is None else
-            low["from_s"], "windows": found}
+            low["from_s"], "lowest": low, "windows": found}
 
 
 def accuracy(joined: Sequence[Joined]) -> dict[str, dict[str, Any]]:
