@@ -145,7 +145,7 @@ SCENARIOS = (("strict100_c1", "/predict/bulk/strict", 1), ("strict100_c4", "/pre
              ("strict100q_c1", "/predict/bulk/strict?quantiles=0.5,0.9,0.99", 1))
 
 
-MULTI_QUANTILE = {"ours (trainer-published bundle, p50/p90/p99, hybrid)"}
+MULTI_QUANTILE = {"ours (trainer-published bundle, p50/p90/p99)"}
 
 
 def load_rounds(urls: dict[str, str], duration: float, rounds: int, workdir: Path) -> dict[str, dict[str, Any]]:
@@ -216,18 +216,17 @@ def freshness(root: Path, files: ModelFiles, trials: int) -> dict[str, list[floa
 
 
 def micro(root: Path) -> dict[str, float]:
-    """In-process µs per HotPath.strict call (100 rows) and per single call, per evaluator."""
+    """In-process µs per HotPath.strict call (100 rows) and per single call (numpy forest)."""
     bundle = read_current(root, None)
     assert bundle is not None
     hot = HotPath(Bounds(), 10_000)
     strict, single = orjson.dumps({"requests": rows(100, 1)}), orjson.dumps(rows(1, 2)[0])
     out = {}
-    for evaluator in ("auto", "native", "xgboost"):
-        serving = build_serving(bundle, PredictorSettings(evaluator=evaluator), "bench")
-        for label, fn, body in (("strict100", hot.strict, strict), ("single", hot.single, single)):
-            n = 300
-            call = (lambda f, b, s: lambda: f(b, s))(fn, body, serving)
-            out[f"{label}_{evaluator}"] = min(timeit.repeat(call, number=n, repeat=3)) / n * 1e6
+    serving = build_serving(bundle, PredictorSettings(), "bench")
+    for label, fn, body in (("strict100", hot.strict, strict), ("single", hot.single, single)):
+        n = 300
+        call = (lambda f, b, s: lambda: f(b, s))(fn, body, serving)
+        out[label] = min(timeit.repeat(call, number=n, repeat=3)) / n * 1e6
     return out
 
 
@@ -247,11 +246,9 @@ def main() -> None:
     print("## in-process hot path (µs per call)\n")
     print(", ".join(f"{k}: {v:.0f}" for k, v in micro(root).items()), "\n")
     variants = {
-        "ours (default: hybrid evaluator, inline)": lambda p: ours(root, p),
-        "ours (numpy forest only, inline)": lambda p: ours(root, p, PREDICT_EVALUATOR="native"),
-        "ours (xgboost only, inline)": lambda p: ours(root, p, PREDICT_EVALUATOR="xgboost"),
-        "ours (hybrid, threadpool)": lambda p: ours(root, p, PREDICT_INLINE_MAX_BYTES="0"),
-        "ours (trainer-published bundle, p50/p90/p99, hybrid)": lambda p: ours(trained, p),
+        "ours (default: numpy forest, inline)": lambda p: ours(root, p),
+        "ours (threadpool)": lambda p: ours(root, p, PREDICT_INLINE_MAX_BYTES="0"),
+        "ours (trainer-published bundle, p50/p90/p99)": lambda p: ours(trained, p),
         "baseline (pydantic + DMatrix)": lambda p: baseline(root, p),
     }
     print(f"## loopback HTTP, wrk -t1, {args.rounds} interleaved rounds × {args.duration:g} s, medians\n")

@@ -1,35 +1,36 @@
-"""The immutable thing a request predicts with: a loaded bundle plus its evaluator per model.
+"""The immutable thing a request predicts with: a loaded bundle whose models the numpy forest evaluates.
 
-``build_serving`` runs off the event loop: XGBoost load + smoke (``shared.model``), then, when
-allowed, compiles each booster into the numpy ``Forest`` and proves it bit-equal to XGBoost on
-a probe matrix built from the model's own thresholds. If the proof fails the bundle is still
-served, through ``inplace_predict``. In ``auto`` mode small calls (≤ ``native_max_rows``) use the
-forest (no fixed per-call cost) and larger ones XGBoost (lower cost per row): same numbers.
+``build_serving`` runs off the event loop: per model it reads the trees' array form the trainer published in the
+bundle (``forest_file``, proven bit-equal to XGBoost when it was published; ``shared.forest_file``), folds the
+location and quantile boosters into one forest (``shared.forest.fold``), then checks features, quantiles and
+calibrations and runs a smoke prediction (``shared.model``). The predictor never imports XGBoost.
+
+A bundle without the array form (written by an older trainer, or by hand) is still served when its booster files
+can be compiled without XGBoost: the ``.ubj`` / ``.json`` files are read as model documents (``shared.ubjson``) and
+compiled by the same code the trainer uses (gbtree, identity-link objectives, numeric splits, depth ≤ 10, ≤ 256
+features). Anything else (a booster the forest does not reproduce, a file XGBoost wrote in another format) is
+refused with the reason; the previous bundle keeps serving.
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 import numpy as np
-import xgboost as xgb
 
-from predictor.forest import Forest, Unsupported, compile_forest
 from shared.bundle import Bundle
-from shared.errors import LatencyError
+from shared.errors import BundleError, LatencyError
 from shared.features import MODEL_NAMES, FeatureSpec
-from shared.model import LoadedBundle, LoadedModel, load_bundle
+from shared.forest import Trees, fold
+from shared.forest_file import decode, from_booster_files
+from shared.model import Evaluator, LoadedBundle, LoadedModel, load_bundle
 from shared.predictor_settings import PredictorSettings
 from shared.timefmt import from_epoch
 
-log = logging.getLogger(__name__)
-
-RawFn = Callable[[np.ndarray], np.ndarray]
-PROBE_ROWS = 512
+EVALUATOR = "numpy-forest"
 
 
 class PredictionFailed(LatencyError):
@@ -43,8 +44,6 @@ class Serving:
     """One live bundle. Swapped as a single reference; never mutated."""
 
     loaded: LoadedBundle
-    raw: Mapping[str, RawFn]
-    evaluator: Mapping[str, str]
     source: str
     loaded_at: float
     model_type: str
@@ -63,14 +62,19 @@ class Serving:
     def last_model_load(self) -> str:
         return from_epoch(self.loaded_at)
 
+    @property
+    def evaluator(self) -> Mapping[str, str]:
+        return MappingProxyType({name: EVALUATOR for name in MODEL_NAMES})
+
+    @property
+    def forest_from(self) -> Mapping[str, str]:
+        """Per model where its trees came from: the bundle's array form, or its booster files (older bundles)."""
+        return MappingProxyType({name: self.loaded.models[name].kind for name in MODEL_NAMES})
+
     def predict(self, name: str, cols: Mapping[str, np.ndarray]) -> np.ndarray:
         """Calibrated, non-crossing quantiles of model ``name`` for every row: ``(n, k)`` float64, ≥ 0."""
         model: LoadedModel = self.loaded.models[name]
-        try:
-            raw = self.raw[name](self.loaded.spec.matrix(name, cols))
-        except xgb.core.XGBoostError as exc:
-            raise PredictionFailed(f"{name}: {exc}") from None
-        return model.calibrate(raw.astype(np.float64))
+        return model.calibrate(model.raw(self.loaded.spec.matrix(name, cols)))
 
     def quantiles(self, name: str) -> tuple[float, ...]:
         return self.loaded.models[name].quantiles
@@ -79,65 +83,27 @@ class Serving:
         return self.loaded.models[name].primary
 
 
-def _xgb_raw(model: LoadedModel) -> RawFn:
-    """``(n, outputs)`` raw margins from XGBoost (location booster first when the model has one)."""
-    return model.raw
-
-
-def _forest_raw(forest: Forest, location: Forest | None) -> RawFn:
-    """``(n, outputs)`` raw margins from the numpy evaluator, the same sums as XGBoost in float32."""
-    outputs = forest.n_outputs
-
-    def raw(matrix: np.ndarray) -> np.ndarray:
-        base = None
-        if location is not None:
-            base = np.repeat(location.predict(matrix).reshape(-1, 1), outputs, axis=1)
-        return forest.predict(matrix, base).reshape(len(matrix), -1).astype(np.float64)
-    return raw
-
-
-def probe_matrix(forest: Forest, rows: int = PROBE_ROWS, seed: int = 0) -> np.ndarray:
-    """Rows whose values sit exactly on, just below and around the forest's thresholds."""
-    rng = np.random.default_rng(seed)
-    out = np.zeros((rows, forest.n_features), dtype=np.float32)
-    real = np.isfinite(forest.thr)
-    for j in range(forest.n_features):
-        cuts = forest.thr[real & (forest.feat == j)]
-        if cuts.size == 0:
-            out[:, j] = rng.uniform(0, 1000, rows).astype(np.float32)
-            continue
-        picked = rng.choice(cuts, rows)
-        nudge = rng.integers(-1, 2, rows)  # below / on / above the threshold
-        out[:, j] = np.where(nudge < 0, np.nextafter(picked, np.float32(-np.inf)),
-                             np.where(nudge > 0, np.nextafter(picked, np.float32(np.inf)), picked))
-    return out
-
-
-def _native_or_none(model: LoadedModel) -> RawFn | None:
+def _trees(bundle: Bundle, name: str) -> tuple[Trees, Trees | None, str]:
+    entry = bundle.model_entry(name)
+    if entry.forest_file:
+        return (*decode(bundle.files[entry.forest_file]), "bundle")
     try:
-        forest = compile_forest(model.booster)
-        location = compile_forest(model.location) if model.location is not None else None
-    except Unsupported as exc:
-        log.info("%s: numpy evaluator not used (%s); serving with XGBoost", model.name, exc)
-        return None
-    probe = probe_matrix(forest) if location is None else np.vstack([probe_matrix(forest), probe_matrix(location)])
-    native = _forest_raw(forest, location)
-    if not np.array_equal(native(probe), _xgb_raw(model)(probe)):
-        log.warning("%s: numpy evaluator differs from XGBoost on the probe; serving with XGBoost", model.name)
-        return None
-    return native
+        return (*from_booster_files(bundle.files, entry.file, entry.location_file), "booster files")
+    except BundleError as exc:
+        raise BundleError(f"{exc.message}; this bundle has no array form (forest_file, written by trainers since "
+                          "issue 22) and the predictor evaluates without XGBoost") from None
 
 
-def _choose(native: RawFn | None, fallback: RawFn, settings: PredictorSettings) -> tuple[RawFn, str]:
-    if native is None:
-        return fallback, "xgboost"
-    if settings.evaluator == "native":
-        return native, "numpy-forest"
-    limit = settings.native_max_rows
-
-    def hybrid(matrix: np.ndarray) -> np.ndarray:
-        return native(matrix) if len(matrix) <= limit else fallback(matrix)
-    return hybrid, "hybrid"
+def forest_loader(bundle: Bundle, name: str, nthread: int) -> tuple[Evaluator, str]:
+    """``shared.model.Loader`` of the numpy forest: ``(evaluator, "bundle" | "booster files")``."""
+    try:
+        main, location, origin = _trees(bundle, name)
+        n_features = len(bundle.model_entry(name).features)
+        if main.n_features != n_features:
+            raise BundleError(f"model has {main.n_features} features, spec {n_features}")
+        return fold(main, location).predict, origin
+    except BundleError as exc:
+        raise BundleError(f"{name}: {exc.message}") from None
 
 
 def _meta(bundle: Bundle, settings: PredictorSettings) -> tuple[str, str, float]:
@@ -151,14 +117,6 @@ def _meta(bundle: Bundle, settings: PredictorSettings) -> tuple[str, str, float]
 
 def build_serving(bundle: Bundle, settings: PredictorSettings, source: str,
                   expected: FeatureSpec | None = None) -> Serving:
-    """Load, smoke-test and (if possible) compile ``bundle``; raise ``BundleError`` to refuse it."""
-    loaded = load_bundle(bundle, expected or settings.feature_spec, nthread=settings.xgb_nthread)
-    raw: dict[str, RawFn] = {}
-    evaluator: dict[str, str] = {}
-    for name in MODEL_NAMES:
-        model = loaded.models[name]
-        native = _native_or_none(model) if settings.evaluator != "xgboost" else None
-        raw[name], evaluator[name] = _choose(native, _xgb_raw(model), settings)
-    model_type, objective_type, quantile = _meta(bundle, settings)
-    return Serving(loaded, MappingProxyType(raw), MappingProxyType(evaluator), source, time.time(), model_type,
-                   objective_type, quantile)
+    """Load, fold and smoke-test ``bundle``; raise ``BundleError`` to refuse it."""
+    loaded = load_bundle(bundle, expected or settings.feature_spec, loader=forest_loader)
+    return Serving(loaded, source, time.time(), *_meta(bundle, settings))

@@ -38,7 +38,7 @@ class StatusView:
             "loaded_at": serving.last_model_load, "source": serving.source,
             "feature_flags": serving.loaded.spec.as_dict(),
             "feature_spec_version": manifest.feature_spec_version,
-            "evaluator": dict(serving.evaluator), "native_max_rows": self._settings.native_max_rows,
+            "evaluator": dict(serving.evaluator), "forest_from": dict(serving.forest_from),
             "models": {name: entry.written(*MODEL_KEYS) for name, entry in manifest.models.items()},
         }
 

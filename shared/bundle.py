@@ -4,8 +4,9 @@ Layout on disk (``root`` is the trainer's bundle directory or a shared volume)::
 
     root/v000017/manifest.json   version, created_at, feature spec, per-model entry, sha256 per file
     root/v000017/manifest.sha256 sha256 of manifest.json (hex): an in-place edit of the manifest is refused
-    root/v000017/ttft.ubj        XGBoost UBJSON (or .json)
-    root/v000017/tpot.ubj
+    root/v000017/ttft.ubj        XGBoost UBJSON (or .json); ttft-location.ubj: its location booster
+    root/v000017/ttft-forest.json both boosters' trees in the numpy evaluator's array form (shared.forest_file)
+    root/v000017/tpot.ubj, tpot-location.ubj, tpot-forest.json
     root/CURRENT                 "17 <manifest sha256>" — the live version, replaced atomically
                                  (a plain "17", as older builds wrote, is still read)
 
@@ -16,12 +17,13 @@ key the manifest itself is protected by its recorded sha256 (``CURRENT`` and the
 ``shared.model`` bounds-checks its calibration. ``fallback_order`` lists the versions a reader
 tries when the live one fails: ``CURRENT`` first, then the others newest first.
 
-This module is the one owner of the artifact format. ``Manifest`` / ``ModelEntry`` are the typed manifest every
-reader uses (``parse_manifest_model`` accepts every older shape: a key an older trainer did not write reads as its
-default; ``manifest_json`` writes back exactly the keys that were given, so a manifest re-published unchanged
-keeps its JSON). ``encode_model`` turns a fitted booster into its file bytes and manifest entry, ``assemble``
-builds (and signs) a manifest around a set of models, ``parse_manifest`` / ``manifest_files`` read the raw JSON,
-``base_score`` reads XGBoost's intercept. Trainer, replay, predictor and benchmarks all go through these.
+This module is the one owner of the artifact format, and needs no XGBoost (the predictor reads bundles with
+it). ``Manifest`` / ``ModelEntry`` are the typed manifest every reader uses (``parse_manifest_model`` accepts
+every older shape: a key an older trainer did not write reads as its default; ``manifest_json`` writes back
+exactly the keys that were given, so a manifest re-published unchanged keeps its JSON). ``encode_model`` turns a
+fitted booster into its file bytes (UBJSON + the array form) and manifest entry, ``assemble`` builds (and signs)
+a manifest around a set of models, ``parse_manifest`` / ``manifest_files`` read the raw JSON, ``base_score``
+reads XGBoost's intercept. Trainer, replay, predictor and benchmarks all go through these.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shared.errors import BundleError
 from shared.features import FEATURE_SPEC_VERSION
+from shared.forest_file import SUFFIX as FOREST_SUFFIX
+from shared.forest_file import publish as publish_forest
 
 if TYPE_CHECKING:
     import xgboost as xgb
@@ -121,11 +125,13 @@ class ModelEntry(_Wire):
     base_score: float | None = None
     location_file: str | None = None
     """A booster whose single output is ``file``'s base margin for every column."""
+    forest_file: str | None = None
+    """Both boosters' trees in the numpy evaluator's array form (``shared.forest_file``); None: written before it."""
 
     @property
     def files(self) -> tuple[str, ...]:
-        """Every bundle file this model needs: its booster and, when it has one, its location booster."""
-        return tuple(f for f in (self.file, self.location_file) if f)
+        """Every bundle file of this model: its booster, location booster and array form (those it has)."""
+        return tuple(f for f in (self.file, self.location_file, self.forest_file) if f)
 
 
 class Manifest(_Wire):
@@ -253,15 +259,19 @@ def parse_base_score(text: Any) -> list[float]:
 
 def encode_model(booster: xgb.Booster, name: str, features: Sequence[str], entry: Mapping[str, Any],
                  location: xgb.Booster | None = None) -> tuple[dict[str, bytes], ModelEntry]:
-    """A fitted model as bundle files (UBJSON) plus its manifest entry: ``entry`` (the entry's other keys, as
-    ``ModelEntry`` names them) extended with ``file``, ``features`` and ``base_score`` (the intercept the tree dump
-    lacks); with ``location``, also ``location_file`` — a booster whose output is the main booster's base margin."""
+    """A fitted model as bundle files plus its manifest entry: ``entry`` (the entry's other keys, as ``ModelEntry``
+    names them) extended with ``file`` (UBJSON), ``features`` and ``base_score`` (the intercept the tree dump
+    lacks); with ``location``, also ``location_file`` — a booster whose output is the main booster's base margin;
+    and ``forest_file``: both boosters' trees in the predictor's array form, proven bit-equal to XGBoost
+    (``shared.forest_file.publish``; a booster the numpy evaluator cannot serve raises ``BundleError``)."""
     out = {**entry, "file": f"{name}{MODEL_SUFFIX}", "features": list(features),
            "base_score": base_score(location or booster)[0]}
     files = {out["file"]: bytes(booster.save_raw("ubj"))}
     if location is not None:
         out["location_file"] = f"{name}-location{MODEL_SUFFIX}"
         files[out["location_file"]] = bytes(location.save_raw("ubj"))
+    out["forest_file"] = f"{name}{FOREST_SUFFIX}"
+    files[out["forest_file"]] = publish_forest(name, booster, location)
     return files, parse_entry(out)
 
 

@@ -1,4 +1,4 @@
-"""Evaluating a verified bundle: XGBoost boosters + calibration, one call per model.
+"""Evaluating a verified bundle: an evaluator per model (raw margins) + calibration, one call per model.
 
 A model entry may serve several quantiles from one booster (XGBoost multi-quantile: one output
 column per quantile, ascending), optionally on top of a *location* booster (``location_file``)
@@ -8,16 +8,17 @@ on its holdout — and each row is sorted so quantiles never cross. ``target_tra
 ``identity`` or ``log1p`` (the booster was fitted on ``log1p(y)``; quantiles commute with it).
 The entry's primary quantile answers the contract fields (``ttft_ms`` / ``tpot_ms``). Entries
 written before multi-quantile bundles (one output, ``calibration`` only) load unchanged.
-Trainer (evaluation, in-process ``/predict``) and predictor share this code path.
+Trainer (evaluation, in-process ``/predict``) and predictor share this code path; only the evaluator of the raw
+margins differs: the trainer's is XGBoost (``shared.boosters``, the default of ``load_bundle``), the predictor's
+the numpy forest (``predictor.serving``), bit-equal. This module itself needs numpy only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import xgboost as xgb
 
 from shared.bundle import Bundle, Calibration, Manifest, ModelEntry
 from shared.errors import BundleError
@@ -26,6 +27,10 @@ from shared.features import MODEL_NAMES, FeatureSpec, smoke_columns
 TRANSFORMS = ("identity", "log1p")
 SCALE_BOUNDS = (0.25, 4.0)
 """Calibration scales a trainer may publish (its conformal clamp); anything else is refused at load."""
+Evaluator = Callable[[np.ndarray], np.ndarray]
+"""A model's raw margins: ``(n, features)`` float32 matrix → ``(n, outputs)`` (location booster included)."""
+Loader = Callable[[Bundle, str, int], tuple[Evaluator, str]]
+"""(bundle, model name, threads) → (that model's evaluator, its kind for status pages); ``BundleError`` to refuse."""
 
 
 def quantile_key(q: float) -> str:
@@ -36,16 +41,17 @@ def quantile_key(q: float) -> str:
 @dataclass(frozen=True)
 class LoadedModel:
     name: str
-    booster: xgb.Booster
+    evaluator: Evaluator
     features: tuple[str, ...]
     quantiles: tuple[float, ...]
-    """The booster's output columns, ascending."""
+    """The evaluator's output columns, ascending."""
     primary: int
     """Column of the quantile that answers the contract fields."""
     scales: np.ndarray
     offsets: np.ndarray
     transform: str = "identity"
-    location: xgb.Booster | None = None
+    kind: str = "xgboost"
+    """What evaluates it (``Loader``'s second value)."""
 
     @property
     def scale(self) -> float:
@@ -56,13 +62,8 @@ class LoadedModel:
         return float(self.offsets[self.primary])
 
     def raw(self, matrix: np.ndarray) -> np.ndarray:
-        """Uncalibrated booster output, ``(n, len(quantiles))`` float64."""
-        base = None
-        if self.location is not None:
-            start = np.asarray(self.location.inplace_predict(matrix, validate_features=False), dtype=np.float32)
-            base = np.repeat(start.reshape(-1, 1), len(self.quantiles), axis=1)
-        out = self.booster.inplace_predict(matrix, validate_features=False, base_margin=base)
-        return np.asarray(out, dtype=np.float64).reshape(len(matrix), -1)
+        """Uncalibrated output, ``(n, len(quantiles))`` float64."""
+        return np.asarray(self.evaluator(matrix), dtype=np.float64).reshape(len(matrix), -1)
 
     def calibrate(self, raw: np.ndarray) -> np.ndarray:
         """``(n, k)`` raw outputs → served quantiles ``(n, k)``: inverse transform, calibrate, clip at 0, sort."""
@@ -131,24 +132,11 @@ def _single_quantile(manifest: Manifest) -> float:
     return manifest.quantile if manifest.quantile is not None else 0.9
 
 
-def _booster(data: bytes, name: str, n_features: int, nthread: int) -> xgb.Booster:
-    booster = xgb.Booster(params={"nthread": nthread})
-    try:
-        booster.load_model(bytearray(data))
-    except xgb.core.XGBoostError as exc:
-        raise BundleError(f"{name}: XGBoost cannot load the model: {exc}") from None
-    if booster.num_features() != n_features:
-        raise BundleError(f"{name}: model has {booster.num_features()} features, spec {n_features}")
-    return booster
-
-
-def load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int) -> LoadedModel:
+def load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int, loader: Loader | None = None) -> LoadedModel:
     entry = bundle.model_entry(name)
     if entry.features != spec.columns(name):
         raise BundleError(f"{name}: bundle features {list(entry.features)} do not match the feature spec")
-    booster = _booster(bundle.model_bytes(name), name, len(entry.features), nthread)
-    location = None if not entry.location_file else _booster(bundle.files[entry.location_file], name,
-                                                             len(entry.features), nthread)
+    evaluator, kind = (loader or _xgboost_loader())(bundle, name, nthread)
     try:
         quantiles = _quantiles(entry, _single_quantile(bundle.manifest))
         scales, offsets = _calibration(entry, quantiles)
@@ -159,16 +147,24 @@ def load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int) -> Lo
     if primary not in quantiles or entry.target_transform not in TRANSFORMS:
         raise BundleError(f"{name}: primary_quantile {primary!r} not served or target_transform "
                           f"{entry.target_transform!r} not one of {TRANSFORMS}")
-    return LoadedModel(name, booster, entry.features, quantiles, quantiles.index(primary), scales, offsets,
-                       entry.target_transform, location)
+    return LoadedModel(name, evaluator, entry.features, quantiles, quantiles.index(primary), scales, offsets,
+                       entry.target_transform, kind)
 
 
-def load_bundle(bundle: Bundle, expected: FeatureSpec | None = None, nthread: int = 1) -> LoadedBundle:
-    """Load every model of a verified bundle and run a smoke prediction; raise ``BundleError``."""
+def _xgboost_loader() -> Loader:
+    from shared.boosters import booster_loader  # imported here: a reader that passes its own loader needs no XGBoost
+
+    return booster_loader
+
+
+def load_bundle(bundle: Bundle, expected: FeatureSpec | None = None, nthread: int = 1,
+                loader: Loader | None = None) -> LoadedBundle:
+    """Load every model of a verified bundle (with ``loader``; default XGBoost) and run a smoke prediction; raise
+    ``BundleError``."""
     spec = spec_of(bundle)
     if expected is not None and spec != expected:
         raise BundleError(f"bundle feature flags {spec.as_dict()} differ from ours {expected.as_dict()}")
-    models = {name: load_model(bundle, name, spec, nthread) for name in MODEL_NAMES}
+    models = {name: load_model(bundle, name, spec, nthread, loader) for name in MODEL_NAMES}
     loaded = LoadedBundle(bundle, spec, models)
     _smoke(loaded)
     return loaded

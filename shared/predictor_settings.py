@@ -1,8 +1,11 @@
-"""Prediction-server settings (contract §7 names, plus ours)."""
+"""Prediction-server settings (contract §7 names, plus ours).
+
+``PREDICT_EVALUATOR``, ``PREDICT_NATIVE_MAX_ROWS`` and ``PREDICT_XGB_NTHREAD`` are gone with XGBoost (issue 22): every
+model is evaluated by the numpy forest; a deployment that still sets them starts as before (unknown names are
+ignored) and gets the same numbers.
+"""
 
 from __future__ import annotations
-
-from typing import Literal
 
 from shared.settings import CommonSettings, Flag, env
 
@@ -35,14 +38,5 @@ class PredictorSettings(CommonSettings):
         "PREDICT_INLINE_MAX_BYTES", 65_536, "Request bodies up to this size are predicted on the event loop "
         "(sub-millisecond work, a thread hop costs more); larger ones run in the threadpool. 0 = always thread.",
         ge=0)
-    evaluator: Literal["auto", "native", "xgboost"] = env(
-        "PREDICT_EVALUATOR", "auto", "auto: the numpy tree evaluator for calls of up to PREDICT_NATIVE_MAX_ROWS rows "
-        "and XGBoost inplace_predict above (both give identical results; each is faster on its side); native: "
-        "the numpy evaluator for every size; xgboost: always XGBoost. The numpy evaluator is used only when the "
-        "booster is supported and a load-time check proves it bit-equal to XGBoost.")
-    native_max_rows: int = env(
-        "PREDICT_NATIVE_MAX_ROWS", 48, "auto mode: largest call (rows) given to the numpy evaluator; measured "
-        "crossover with XGBoost's fixed per-call cost is ~40–60 rows for 200 trees of depth 6.", ge=0)
-    xgb_nthread: int = env("PREDICT_XGB_NTHREAD", 1, "Threads per XGBoost predict call (fallback path).", ge=1)
     keep_local_bundles: int = env("PREDICT_KEEP_LOCAL_BUNDLES", 2, "Pulled bundle versions kept on disk.", ge=1)
     refusals_kept: int = env("PREDICT_REFUSALS_KEPT", 20, "Refused bundles listed in /status.", ge=1)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import threading
 
+import xgboost as xgb
+
 from shared.model import LoadedBundle
 
 
@@ -23,7 +25,8 @@ class TreeDumps:
             cached = self._cache.get(key)
         if cached is not None:
             return cached
-        trees = loaded.models[name].booster.get_dump(dump_format="json")
+        booster = xgb.Booster(model_file=bytearray(loaded.bundle.model_bytes(name)))
+        trees = booster.get_dump(dump_format="json")
         body = ("[" + ",".join(tree.strip() for tree in trees) + "]").encode()
         json.loads(body)  # the dump is JSON per tree; fail loudly (500) if XGBoost ever emits otherwise
         with self._lock:

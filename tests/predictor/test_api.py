@@ -184,7 +184,8 @@ def test_status(client: TestClient) -> None:
     assert all(isinstance(v, bool) for v in body["models_exist"].values())
     assert body["ensemble_active"] is False
     assert body["bundle"]["version"] == 1 and body["bundle"]["prior"] is False
-    assert body["bundle"]["evaluator"] == {"ttft": "hybrid", "tpot": "hybrid"}
+    assert body["bundle"]["evaluator"] == {"ttft": "numpy-forest", "tpot": "numpy-forest"}
+    assert body["bundle"]["forest_from"] == {"ttft": "booster files", "tpot": "booster files"}  # no array form
     assert body["refused"] == [] and body["sync"]["last_error"] is None
     assert body["training_server_url"].startswith("file://")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -160,8 +161,8 @@ def test_prior_bundle_served_and_reported(bundle_root: Path) -> None:
 def _broken(serving: Serving) -> Serving:
     def nan(matrix: np.ndarray) -> np.ndarray:
         return np.full((len(matrix), 1), np.nan, dtype=np.float32)
-    return Serving(serving.loaded, {"ttft": nan, "tpot": nan}, serving.evaluator, serving.source, serving.loaded_at,
-                   serving.model_type, serving.objective_type, serving.quantile)
+    models = {name: replace(model, evaluator=nan) for name, model in serving.loaded.models.items()}
+    return replace(serving, loaded=replace(serving.loaded, models=models))
 
 
 def test_non_finite_output_is_a_500_never_nan(bundle_root: Path) -> None:

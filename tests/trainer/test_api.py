@@ -197,7 +197,7 @@ def test_xgb_json_is_bare_dump_array(client: TestClient, name: str) -> None:
     r = client.get(f"/model/{name}/xgb/json")
     assert r.status_code == 200
     trees = r.json()
-    booster = svc(client).live.get().models[name].booster
+    booster = xgb.Booster(model_file=bytearray(svc(client).live.get().bundle.model_bytes(name)))
     assert isinstance(trees, list) and trees == [json.loads(t) for t in booster.get_dump(dump_format="json")]
     assert "split" in trees[0] and trees[0]["split"] in svc(client).spec.columns(name)
 
@@ -308,7 +308,8 @@ def test_export_tar_gz(client: TestClient) -> None:
     assert r.headers["content-disposition"] == "attachment; filename=seed-model.tar.gz"
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(r.content))) as tar:
         members = {m.name: m for m in tar.getmembers()}
-        assert set(members) == {"ttft.ubj", "tpot.ubj", "manifest.json", "metadata.json"}
+        assert set(members) == {"ttft.ubj", "tpot.ubj", "ttft-forest.json", "tpot-forest.json", "manifest.json",
+                            "metadata.json"}
         assert len({m.mtime for m in members.values()}) == 1 and members["ttft.ubj"].mtime > 0
         files = {name: tar.extractfile(m).read() for name, m in members.items()}  # type: ignore[union-attr]
     meta = json.loads(files["metadata.json"])

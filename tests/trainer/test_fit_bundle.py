@@ -49,7 +49,8 @@ def test_tiny_real_multi_quantile_fit_is_calibrated_and_never_crosses() -> None:
     train, hold, test = window_rows(4000, 1), window_rows(1500, 2), window_rows(6000, 3)
     fitted = fit_model(SPEC, "ttft", train, hold, params)
     entry = fitted.entry
-    assert set(fitted.files) == {"ttft.ubj", "ttft-location.ubj"} and entry.location_file == "ttft-location.ubj"
+    assert set(fitted.files) == {"ttft.ubj", "ttft-location.ubj", "ttft-forest.json"}
+    assert entry.location_file == "ttft-location.ubj" and entry.forest_file == "ttft-forest.json"
     assert entry.quantiles == (0.5, 0.9, 0.99) and entry.primary_quantile == 0.9
     assert entry.target_transform == "log1p" and set(entry.calibrations or {}) == {"0.5", "0.9", "0.99"}
     assert entry.candidate in {"depth6", "depth3-monotone"} and (entry.base_score or 0) > 0
@@ -138,7 +139,8 @@ def publish_prior(root: Path, key: bytes | None = None) -> Publisher:
 def test_bundle_round_trip_and_load(tmp_path: Path) -> None:
     publisher = publish_prior(tmp_path / "b", key=b"k")
     bundle = read_current(tmp_path / "b", b"k")
-    assert bundle is not None and bundle.version == 1 and set(bundle.files) == {"ttft.ubj", "tpot.ubj"}
+    assert bundle is not None and bundle.version == 1 and set(bundle.files) == {
+        "ttft.ubj", "tpot.ubj", "ttft-forest.json", "tpot-forest.json"}
     loaded = load_bundle(bundle, SPEC)
     assert loaded.version == 1 and publisher.live_version() == 1
 
