@@ -115,6 +115,13 @@ def _call(conn: http.client.HTTPConnection, body: bytes) -> float:
     return elapsed * 1e3
 
 
+def _predictions(conn: http.client.HTTPConnection, body: bytes) -> list[tuple[float, float]]:
+    """The (ttft_ms, tpot_ms) of every row, as the server answered them (JSON floats: exact)."""
+    conn.request("POST", "/predict/bulk/strict", body, {"Content-Type": "application/json"})
+    rows_out = orjson.loads(conn.getresponse().read())["predictions"]
+    return [(p["ttft_ms"], p["tpot_ms"]) for p in rows_out]
+
+
 def mapped(pid: int) -> dict[str, bool]:
     maps = Path(f"/proc/{pid}/maps").read_text()
     return {name: needle in maps for name, needle in HEAVY.items()}
@@ -155,6 +162,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for conn in conns.values():
             for _ in range(WARMUP):
                 _call(conn, body)
+        answers = {label: _predictions(conn, body) for label, conn in conns.items()}
         times: dict[str, list[float]] = {label: [] for label in variants}
         for _ in range(args.calls // ROUND):
             for label, conn in conns.items():
@@ -166,7 +174,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             results[label] = {"calls": len(ms), "p50_ms": statistics.median(ms), "p90_ms": ms[int(0.9 * len(ms))],
                               "vmhwm_mb": hwm, "vmrss_mb": rss, "mapped": mapped(proc.pid)}
     entries = {n: bundle.model_entry(n) for n in ("ttft", "tpot")}
-    return {"machine": {"cores": os.cpu_count(), "load_start": load_start, "load_end": loadavg()},
+    first = next(iter(answers.values()))
+    return {"identical_predictions": all(a == first for a in answers.values()),
+            "machine": {"cores": os.cpu_count(), "load_start": load_start, "load_end": loadavg()},
             "before": args.before, "rows_per_model": args.rows, "calls": args.calls,
             "bundle": {n: e.written("candidate", "location_rounds", "quantile_rounds", "quantiles")
                        for n, e in entries.items()},
@@ -187,7 +197,8 @@ def markdown(r: dict[str, Any]) -> str:
                      f"{s['vmhwm_mb']:.1f} | {s['vmrss_mb']:.1f} | {s['mapped']['libxgboost']} | "
                      f"{s['mapped']['scikit-learn']} |")
     p = r["in_process"]
-    lines += ["", "In-process, one model's raw margins for 100 rows (µs): " + ", ".join(
+    lines += ["", f"Every server's 100 predictions identical (ttft_ms, tpot_ms): {r['identical_predictions']}.", "",
+              "In-process, one model's raw margins for 100 rows (µs): " + ", ".join(
         f"{n} forest {p[f'{n}_forest_us']:.0f} vs XGBoost {p[f'{n}_xgboost_us']:.0f}" for n in ("ttft", "tpot"))]
     return "\n".join(lines)
 
