@@ -7,13 +7,17 @@ evaluates the same trees with the numpy forest (``predictor.serving``), bit-equa
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import orjson
 import xgboost as xgb
 
 from shared.bundle import Bundle
 from shared.errors import BundleError
-from shared.model import Evaluator
+
+Evaluator = Callable[[np.ndarray], np.ndarray]
+"""``shared.model.Evaluator`` (not imported: ``shared.model`` imports this module for its default loader)."""
 
 
 def load_booster(data: bytes, name: str, n_features: int, nthread: int = 1) -> xgb.Booster:
