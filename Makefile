@@ -25,10 +25,19 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-pytest: install
-	$(BIN)/pytest
+# pytest on PYTEST_WORKERS xdist workers; the tests of the shared stack stay on one (tests/conftest.py).
+PYTEST_WORKERS ?= 2
+PYTEST_ARGS := -n $(PYTEST_WORKERS) --dist loadgroup --durations=25
 
-test: install lint typecheck pytest
+pytest: install
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+# ruff (seconds) first; mypy runs beside pytest and its output follows pytest's; fails if any of them fails.
+test: install lint
+	@$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
+	$(BIN)/pytest $(PYTEST_ARGS); tests=$$?; \
+	wait $$mypy; types=$$?; echo "$(BIN)/mypy:"; cat $(VENV)/mypy.log; \
+	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
 
 demo: install
 	$(BIN)/python -m demo

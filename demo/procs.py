@@ -78,6 +78,8 @@ class Child:
     log_path: Path
     popen: subprocess.Popen[bytes]
     health_urls: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    """What ``start`` added to the environment (``restart`` starts the same command line with it)."""
 
     @property
     def pid(self) -> int:
@@ -120,8 +122,16 @@ class ProcessSet:
         with log_path.open("ab") as log:
             popen = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, env=full_env,
                                      cwd=self.cwd, start_new_session=True)
-        child = Child(name, list(argv), log_path, popen, list(health_urls))
+        child = Child(name, list(argv), log_path, popen, list(health_urls), dict(env or {}))
         self.children[name] = child
+        return child
+
+    def restart(self, name: str, timeout_s: float = 30.0) -> Child:
+        """Stop ``name`` (if it runs) and start it again with the same command line; wait until it is healthy."""
+        old = self.children[name]
+        self.stop(name)
+        child = self.start(name, old.argv, old.env, old.health_urls)
+        self.wait_healthy(timeout_s, [name])
         return child
 
     def wait_healthy(self, timeout_s: float = 30.0, names: Sequence[str] | None = None) -> None:

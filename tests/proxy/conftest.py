@@ -1,8 +1,8 @@
-"""Fixtures: sim pods and the proxy on loopback (in-thread), and the whole stack as subprocesses.
+"""Fixtures: sim pods and the proxy on loopback (in-thread).
 
 ``pods``       -- in-thread sim pods, two pools (short: 2 pods, max-model-len 4096; long: 1 pod).
 ``serve_proxy``-- start the proxy app in a uvicorn thread for a given router config.
-``stack``      -- demo.stack.Stack: sim pods, trainer + predictor per pool, router (subprocesses).
+The whole stack as subprocesses is the suite's shared ``stack`` (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +23,13 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # demo/ is a top-level folder, not an installed package
     sys.path.insert(0, str(REPO))
 
-from demo.procs import free_port  # noqa: E402
-from demo.stack import PoolSpec, Stack, StackSpec  # noqa: E402
 from router_client.config import RouterConfig  # noqa: E402
 from router_client.proxy.app import ProxyState, create_app  # noqa: E402
 from sim.engine.config import EngineConfig  # noqa: E402
 from sim.pod.config import PodConfig  # noqa: E402
 from sim.pod.launch import run_pods  # noqa: E402
+from tests.procs import free_port  # noqa: E402
+from tests.waiting import wait_for  # noqa: E402
 
 TIME_SCALE = 0.02
 
@@ -81,10 +80,12 @@ def _serve(config: RouterConfig) -> Iterator[RunningProxy]:
                                            lifespan="on"))
     thread = threading.Thread(target=server.run, name="proxy", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "proxy failed to start"
-        time.sleep(0.02)
+
+    def started() -> bool:
+        assert thread.is_alive(), "the proxy's server thread exited"
+        return bool(server.started)
+
+    wait_for(started, timeout=15, what="the proxy starts")
     try:
         yield RunningProxy(f"http://127.0.0.1:{server.config.port}", app)
     finally:
@@ -96,18 +97,3 @@ def _serve(config: RouterConfig) -> Iterator[RunningProxy]:
 def serve_proxy() -> Iterator[Callable[[RouterConfig], RunningProxy]]:
     with contextlib.ExitStack() as stack:
         yield lambda config: stack.enter_context(_serve(config))
-
-
-STACK_SPEC = StackSpec(
-    pools=(PoolSpec("short", 2, 4096, max_num_seqs=128), PoolSpec("long", 1, 32768, max_num_seqs=32)),
-    time_scale=TIME_SCALE, retrain_interval_s=2.0, sync_interval_s=0.5, min_samples_for_retrain=20,
-    trainer_env={"LATENCY_XGB_N_ESTIMATORS": "40"},
-    router={"predictor_timeout_ms": 200.0, "reporter": {"flush_interval_s": 0.3}},
-)
-
-
-@pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    workdir: Path = tmp_path_factory.mktemp("stack")
-    with Stack(STACK_SPEC, workdir, startup_timeout_s=60) as running:
-        yield running

@@ -1,114 +1,29 @@
 """Over real HTTP on loopback: the library in front of sim pods (two pools) with a real trainer and a real
-predictor per pool (subprocesses, as deployed). A decision per request, samples reach the trainers, a
-retrain changes what the router predicts for the same request and endpoint state."""
+predictor per pool (subprocesses, as deployed: the suite's shared ``stack``). A decision per request, samples reach
+the trainers, a retrain changes what the router predicts for the same request and endpoint state."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 import pytest
 
+from demo.stack import Stack
 from router_client.config import RouterConfig
 from router_client.router import Decision, RequestInfo, Router
-from sim.engine.config import EngineConfig
-from sim.pod.config import PodConfig
-from sim.pod.launch import run_pods
+from tests.waiting import wait_for_async
 
-REPO = Path(__file__).resolve().parents[2]
 SYSTEM = "You are a careful assistant who answers briefly. " * 8
-ENV = {"LATENCY_RETRAINING_INTERVAL_SEC": "1", "LATENCY_MIN_SAMPLES_FOR_RETRAIN": "20",
-       "LATENCY_XGB_N_ESTIMATORS": "20", "LATENCY_TRAIN_THREADS": "1",
-       "MODEL_SYNC_INTERVAL_SEC": "1", "LATENCY_LOG_LEVEL": "WARNING"}
 
 
-def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"{url}: process exited with {proc.returncode}"
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url, timeout=1.0).status_code == 200:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"{url} not healthy within {timeout_s} s")
-
-
-class Processes:
-    """Subprocesses started as deployed; stopped together (SIGTERM to all, then wait, then SIGKILL)."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.logs: list[Any] = []
-
-        self.health: list[str] = []
-
-    def start(self, args: list[str], health: str, name: str) -> None:
-        log = open(self.tmp / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
-        self.logs.append(log)
-        proc = subprocess.Popen([sys.executable, "-m", *args], cwd=REPO, env={**os.environ, **ENV}, stdout=log,
-                                stderr=subprocess.STDOUT)
-        self.procs.append(proc)
-        self.health.append(health)
-
-    def wait_healthy(self) -> None:
-        for proc, url in zip(self.procs, self.health, strict=True):
-            _wait_http(url, proc)
-
-    def stop(self) -> None:
-        """Predictors first (they hold long-polls on their trainer), then trainers."""
-        for proc in reversed(self.procs):
-            proc.terminate()
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
-        for log in self.logs:
-            log.close()
-
-
-def _port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """Sim pods (short: 2 × 4k context, long: 1 × 32k) in a thread; trainer + predictor per pool."""
-    tmp = tmp_path_factory.mktemp("stack")
-    engine = {"short": EngineConfig.from_preset("llama3-8b-a100", max_model_len=4096),
-              "long": EngineConfig.from_preset("llama3-8b-a100", max_model_len=32768)}
-    configs = [PodConfig(engine=engine["short"], time_scale=0.05, pool="short") for _ in range(2)]
-    configs.append(PodConfig(engine=engine["long"], time_scale=0.05, pool="long"))
-    procs = Processes(tmp)
-    with contextlib.ExitStack() as es:
-        es.callback(procs.stop)
-        pods = es.enter_context(run_pods(configs, shutdown_timeout_s=3.0))
-        pools = []
-        for name, urls in (("short", pods.urls[:2]), ("long", pods.urls[2:])):
-            tport, pport = _port(), _port()
-            turl, purl = f"http://127.0.0.1:{tport}", f"http://127.0.0.1:{pport}"
-            procs.start(["trainer", "--host", "127.0.0.1", "--port", str(tport), "--data-dir",
-                         str(tmp / f"trainer-{name}")], turl + "/healthz", f"trainer-{name}")
-            procs.start(["predictor", "--host", "127.0.0.1", "--port", str(pport), "--training-url", turl],
-                        purl + "/healthz", f"predictor-{name}")
-            pools.append({"name": name, "pods": urls, "max_context": engine[name].max_model_len,
-                          "trainer_url": turl, "predictor_urls": [purl]})
-        procs.wait_healthy()
-        yield {"pools": pools, "tmp": tmp}
+@pytest.fixture
+def pools(stack: Stack) -> list[dict[str, Any]]:
+    """The shared stack's pools (short: 2 sim pods × 4k context, long: 1 × 32k; a trainer + predictor each)."""
+    return list(stack.router_config()["pools"])
 
 
 async def _stream(http: httpx.AsyncClient, router: Router, d: Decision, body: dict[str, Any]) -> None:
@@ -146,7 +61,7 @@ def _request(i: int, long: bool) -> tuple[RequestInfo, dict[str, Any]]:
     return info, body
 
 
-async def _traffic(router: Router, n: int, concurrency: int = 6) -> list[Decision]:
+async def _traffic(router: Router, n: int, concurrency: int = 6, first: int = 0) -> list[Decision]:
     sem = asyncio.Semaphore(concurrency)
     decisions: list[Decision] = []
     async with httpx.AsyncClient(timeout=30.0) as http:
@@ -157,8 +72,17 @@ async def _traffic(router: Router, n: int, concurrency: int = 6) -> list[Decisio
                 decisions.append(d)
                 await _stream(http, router, d, body)
 
-        await asyncio.gather(*(one(i) for i in range(n)))
+        await asyncio.gather(*(one(i) for i in range(first, first + n)))
     return decisions
+
+
+async def _more_traffic(router: Router, stop: asyncio.Event) -> int:
+    """Rounds of 40 more requests until ``stop``: the shared stack's trainer may keep its live models after a fit
+    (a challenger that does not win is not published), so the test feeds it until a new bundle is out."""
+    sent = 0
+    while not stop.is_set():
+        sent += len(await _traffic(router, 40, first=100_000 + sent))
+    return sent
 
 
 def _predictor_load(purl: str) -> Any:
@@ -170,13 +94,13 @@ def _trainer_rows(turl: str) -> int:
     return int(data["training_data"]["total_samples"]) + int(data["test_data"]["total_samples"])
 
 
-@pytest.mark.timeout(180)
-def test_two_pools_decide_report_and_learn(stack: dict[str, Any]) -> None:
+@pytest.mark.timeout(240)
+def test_two_pools_decide_report_and_learn(pools: list[dict[str, Any]]) -> None:
     cfg = RouterConfig.model_validate({
-        "pools": stack["pools"], "predictor_timeout_ms": 1000, "predictor_http_timeout_ms": 2000,
+        "pools": pools, "predictor_timeout_ms": 1000, "predictor_http_timeout_ms": 2000,
         "scraper": {"interval_s": 0.05}, "reporter": {"flush_interval_s": 0.2},
         "scheduler": {"seed": 3}})
-    short, long = stack["pools"]
+    short, long = pools
     probe, _ = _request(10_001, long=False)
 
     async def main() -> tuple[list[Decision], Decision, Decision, list[Any], list[int]]:
@@ -187,16 +111,20 @@ def test_two_pools_decide_report_and_learn(stack: dict[str, Any]) -> None:
             before = await router.decide(probe)
             router.on_complete(before, 0.0, 0.0, 0, error=True)
             loads = [_predictor_load(p["predictor_urls"][0]) for p in (short, long)]
+            rows0 = [_trainer_rows(p["trainer_url"]) for p in (short, long)]
             decisions = await _traffic(router, 160)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:  # wait for a retrain to reach the short pool's predictor
-                await asyncio.sleep(0.5)
-                if _predictor_load(short["predictor_urls"][0]) not in (loads[0], None):
-                    break
+            stop = asyncio.Event()
+            feeding = asyncio.create_task(_more_traffic(router, stop))
+            try:
+                await wait_for_async(lambda: _predictor_load(short["predictor_urls"][0]) not in (loads[0], None),
+                                     timeout=120, interval=0.5, what="a retrain reaches the short pool's predictor")
+            finally:
+                stop.set()
+                await feeding
             await asyncio.sleep(0.5)
             after = await router.decide(probe)
             router.on_complete(after, 0.0, 0.0, 0, error=True)
-            rows = [_trainer_rows(p["trainer_url"]) for p in (short, long)]
+            rows = [_trainer_rows(p["trainer_url"]) - r for p, r in zip((short, long), rows0, strict=True)]
             return decisions, before, after, loads, rows
         finally:
             await router.aclose()
@@ -207,7 +135,7 @@ def test_two_pools_decide_report_and_learn(stack: dict[str, Any]) -> None:
         pool = short if d.pool == "short" else long
         assert d.pod_url in pool["pods"]
         assert (d.pool == "long") == (d.request_id in {f"q{i}" for i in range(0, 160, 8)})
-    assert rows[0] >= 100 and rows[1] >= 15, rows  # samples reached each pool's trainer
+    assert rows[0] >= 100 and rows[1] >= 15, rows  # this test's samples reached each pool's trainer
     assert _predictor_load(short["predictor_urls"][0]) != loads[0], "no retrain reached the predictor"
     assert not after.fallback and after.predicted_ttft_ms is not None
     assert before.fallback or (before.predicted_ttft_ms, before.predicted_tpot_ms) != (
