@@ -7,7 +7,12 @@ loopback (``demo.stack``), started once per session (per xdist worker: every tes
 ``drive`` sends streamed requests until the short pool's trainer has retrained at least twice and the router has
 predictions to compare, then waits until nothing changes any more (every reported row stored and fitted), so the
 tests of what people look at read a stack that stands still. A test that changes the stack puts it back (e.g. a
-stopped predictor is restarted).
+stopped predictor is restarted); one that counts asserts on what it added (the others' traffic is already there).
+
+Kept on processes of their own, because what they test is a start-up or a speed this stack does not have: the demo
+test (``python -m demo``'s own command line), the compose smoke test (docker-compose.yml's command lines), the live
+drift test (sim pods at time scale 0.25: at this stack's 0.05 a 3x slower pod did not show within 60 s beside the
+loopback overhead) and the engine tests (real vLLM).
 """
 
 from __future__ import annotations
