@@ -9,6 +9,7 @@ Thresholds: see :class:`router_client.config.ClassifierConfig`.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import OrderedDict, deque
 from collections.abc import Sequence
@@ -52,28 +53,33 @@ class BytesPerToken:
 
 
 class OutputHistory:
-    """Recent output lengths per key, bounded per key and in the number of keys (LRU)."""
+    """Recent output lengths per key, bounded per key and in the number of keys (LRU). Each key's lengths are
+    also kept sorted (updated per observation), so the percentile a decision reads is one index."""
 
     def __init__(self, size: int, max_keys: int) -> None:
         self.size = size
         self.max_keys = max_keys
-        self._hist: OrderedDict[str, deque[int]] = OrderedDict()
+        self._hist: OrderedDict[str, tuple[deque[int], list[int]]] = OrderedDict()
 
     def observe(self, key: str, tokens: int) -> None:
-        hist = self._hist.get(key)
-        if hist is None:
-            hist = self._hist[key] = deque(maxlen=self.size)
+        entry = self._hist.get(key)
+        if entry is None:
+            entry = self._hist[key] = (deque(), [])
             while len(self._hist) > self.max_keys:
                 self._hist.popitem(last=False)
         else:
             self._hist.move_to_end(key)
-        hist.append(tokens)
+        recent, ordered = entry
+        if len(recent) >= self.size:
+            del ordered[bisect.bisect_left(ordered, recent.popleft())]
+        recent.append(tokens)
+        bisect.insort(ordered, tokens)
 
     def percentile(self, key: str, pct: float, min_samples: int) -> int | None:
-        hist = self._hist.get(key)
-        if hist is None or len(hist) < min_samples:
+        entry = self._hist.get(key)
+        if entry is None or len(entry[1]) < min_samples:
             return None
-        ordered = sorted(hist)
+        ordered = entry[1]
         rank = max(0, math.ceil(pct / 100.0 * len(ordered)) - 1)
         return ordered[rank]
 

@@ -19,7 +19,10 @@ ratios ``r = actual / raw prediction`` and multiplies later predictions for that
   a fit; a pod alone in its pool is judged against ``q``): a load burst that fools the model on every pod is the
   model's to learn, not one pod's to dodge.
 * The fit is redone after every ``REFIT_EVERY`` pairs, or on the first pair more than ``REFIT_AFTER_S``
-  after the last fit (bounded CPU per pair).
+  after the last fit (bounded CPU per pair). What a decision needs from the fits — which pods of a pool are
+  fitted and which show evidence — changes only at a refit or when the pool's pods change, so it is kept per
+  (pool's pods, target) until then (:class:`_Plan`); a decision only decays the fitted factors to ``now``, and
+  one where no pod shows evidence leaves the predictions as they are.
 
 * **Relative to the pool** (``relative``, on by default): the factor applied to a pod is its own divided by
   the median factor of its pool (``peers``). The pool's model, retrained and calibrated every cycle, owns
@@ -46,6 +49,7 @@ TARGETS: tuple[str, ...] = ("ttft", "tpot")
 REFIT_EVERY = 4
 REFIT_AFTER_S = 1.0
 _MIN_PREDICTION_MS = 1e-3
+_MAX_PLANS = 4096
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,37 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
 
 
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One pool's (``peers``) fitted pods for one target as of their last fits, and those of them whose evidence
+    says the model is off for them (``flagged``: pod and index into ``fitted``)."""
+
+    fitted: tuple[_Residuals, ...]
+    flagged: tuple[tuple[str, int], ...]
+    unfitted: int
+    """Pods of the pool without a fit (their log factor, 0, counts in the pool's median)."""
+    as_of: float
+    """The latest fit of ``fitted`` (-inf: none)."""
+    logs_as_of: tuple[tuple[str, float], ...]
+    """Each flagged pod's applied log factor at ``as_of``. Every fitted log factor decays by the same
+    ``2 ** (-(now - as_of) / half_life_s)`` from then on, and so does their median: at any ``now ≥ as_of`` the
+    applied log factors are these times that one number (equal to decaying each pod's own and taking the median
+    again, up to rounding)."""
+
+
+_PlanKey = tuple[tuple[str, ...], str]
+
+
+def _scaled(prediction: Sequence[float | None], factors: tuple[float, float]) -> tuple[float | None, ...]:
+    """``(ttft, tpot[, admit_ttft, admit_tpot])`` times the (TTFT, TPOT) factors (even positions are TTFTs)."""
+    ttft, tpot = factors
+    if len(prediction) == 4:  # what the predictor client answers (a Prediction)
+        a, b, c, d = prediction
+        return (None if a is None else a * ttft, None if b is None else b * tpot,
+                None if c is None else c * ttft, None if d is None else d * tpot)
+    return tuple(None if v is None else v * (tpot if j & 1 else ttft) for j, v in enumerate(prediction))
+
+
 class PodCorrection:
     """Multiplicative factors per (pod, target); ``observe`` pairs, ``apply`` to predictions."""
 
@@ -118,6 +153,10 @@ class PodCorrection:
         self._bounds = (math.log(config.min_factor), math.log(config.max_factor))
         self._inv_half_life = 1.0 / config.half_life_s
         self._residuals: dict[tuple[str, str], _Residuals] = {}
+        self._plans: dict[_PlanKey, _Plan] = {}
+        """Per (pool's pods, target): valid until one of those pods is refitted for that target."""
+        self._plans_with: dict[tuple[str, str], set[_PlanKey]] = {}
+        """(pod, target) → the keys of the plans that pod is in (dropped when it is refitted)."""
 
     @property
     def enabled(self) -> bool:
@@ -136,45 +175,88 @@ class PodCorrection:
         res.add(now, math.log(actual_ms / max(raw_predicted_ms, _MIN_PREDICTION_MS)))
         if res.count >= self.config.min_samples and res.due(now):
             res.fit(now, self.quantile, self.config.half_life_s, self._bounds)
+            self._refitted(pod, target)
 
-    def _fitted(self, pod: str, target: str) -> _Residuals | None:
-        res = self._residuals.get((pod, target))
-        return res if res is not None and math.isfinite(res.updated_at) else None
+    def _refitted(self, pod: str, target: str) -> None:
+        """A fit changed ``pod``'s evidence: drop every plan it is in, and plan its pool's again now (at the fit,
+        not at the next decision)."""
+        for key in self._plans_with.pop((pod, target), ()):
+            self._plans.pop(key, None)
+        self._plan(tuple(self._peers_of(pod)), target)
 
-    def _own_log(self, res: _Residuals, now: float) -> float:
-        if now <= res.updated_at:
-            return res.log_factor
-        return res.log_factor * math.exp2((res.updated_at - now) * self._inv_half_life)
-
-    def _group(self, peers: Sequence[str], target: str, now: float) -> dict[str, float]:
-        """The log factor applied to each pod of ``peers`` (one pool, or one pod alone when not relative): 0
-        without evidence that the model is off for it, else its own log factor (minus the pool's median one,
-        when relative). One pass over the pool: the pooled coverage of "the others" is the pool's total minus
-        the pod's own share, so a decision over n pods costs O(n), not O(n²)."""
-        fitted = {p: r for p in peers if (r := self._fitted(p, target)) is not None}
-        out = dict.fromkeys(peers, 0.0)
-        if not fitted:
-            return out
-        own = {p: self._own_log(r, now) for p, r in fitted.items()}
+    def _logs(self, peers: Sequence[str], target: str, now: float) -> dict[str, float]:
+        """The log factors applied to pods of ``peers`` (one pool, or one pod alone when not relative) that have
+        evidence that the model is off for them: their own log factor decayed to ``now`` (minus the pool's median
+        one, when relative). Every other pod of ``peers`` gets 0."""
+        plan = self._plan(tuple(peers), target)
+        if not plan.flagged:
+            return {}
+        inv, exp2 = self._inv_half_life, math.exp2
+        if now >= plan.as_of:
+            decay = exp2((plan.as_of - now) * inv)
+            return {pod: decay * log for pod, log in plan.logs_as_of}
+        own = [r.log_factor if now <= r.updated_at else r.log_factor * exp2((r.updated_at - now) * inv)
+               for r in plan.fitted]
         if len(peers) == 1:
-            pod, res = next(iter(fitted.items()))
-            q, z = self.quantile, self.config.evidence_z
-            if abs(res.covered - q) > z * math.sqrt(q * (1.0 - q) / res.n_eff):
-                out[pod] = own[pod]
-            return out
-        if len(fitted) < 2:
-            return out  # nothing to compare with yet
-        total_n = sum(r.n_eff for r in fitted.values())
-        total_covered = sum(r.covered * r.n_eff for r in fitted.values())
-        pool_log = _median([*own.values(), *([0.0] * (len(peers) - len(fitted)))])
-        z = self.config.evidence_z
-        for pod, res in fitted.items():
-            rest_n = total_n - res.n_eff
-            rest_covered = (total_covered - res.covered * res.n_eff) / rest_n
-            p = min(max((res.covered * res.n_eff + rest_covered * rest_n) / total_n, 0.01), 0.99)
-            if abs(res.covered - rest_covered) > z * math.sqrt(p * (1 - p) * (1 / res.n_eff + 1 / rest_n)):
-                out[pod] = own[pod] - pool_log
-        return out
+            return {plan.flagged[0][0]: own[0]}
+        pool_log = _median([*own, *([0.0] * plan.unfitted)])
+        return {pod: own[i] - pool_log for pod, i in plan.flagged}
+
+    def _plan(self, peers: tuple[str, ...], target: str) -> _Plan:
+        key = (peers, target)
+        plan = self._plans.get(key)
+        if plan is None:
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.clear()  # mostly pools whose pods have changed since: never asked for again
+                self._plans_with.clear()
+            plan = self._plans[key] = self._evidence(peers, target)
+            for pod in peers:
+                self._plans_with.setdefault((pod, target), set()).add(key)
+        return plan
+
+    def _evidence(self, peers: tuple[str, ...], target: str) -> _Plan:
+        """Which pods of ``peers`` are fitted and which of them the model is off for: their weighted raw coverage
+        lies more than ``evidence_z`` standard errors from ``q`` (a pod alone) or from the pooled coverage of the
+        other fitted pods of the pool (a two-sample test; none before two pods have a fit). One pass over the
+        pool: the others' pooled coverage is the pool's total minus the pod's own share."""
+        residuals, isfinite = self._residuals, math.isfinite
+        names: list[str] = []
+        fitted: list[_Residuals] = []
+        for pod in peers:
+            res = residuals.get((pod, target))
+            if res is not None and isfinite(res.updated_at):
+                names.append(pod)
+                fitted.append(res)
+        z, sqrt = self.config.evidence_z, math.sqrt
+        flagged: list[tuple[str, int]] = []
+        if len(peers) == 1 and fitted:
+            q, res = self.quantile, fitted[0]
+            if abs(res.covered - q) > z * sqrt(q * (1.0 - q) / res.n_eff):
+                flagged.append((names[0], 0))
+        elif len(fitted) >= 2:
+            total_n = sum(r.n_eff for r in fitted)
+            total_covered = sum(r.covered * r.n_eff for r in fitted)
+            for i, res in enumerate(fitted):
+                n, covered = res.n_eff, res.covered
+                rest_n = total_n - n
+                rest_covered = (total_covered - covered * n) / rest_n
+                p = (covered * n + rest_covered * rest_n) / total_n
+                p = 0.99 if p > 0.99 else 0.01 if p < 0.01 else p
+                if abs(covered - rest_covered) > z * sqrt(p * (1 - p) * (1 / n + 1 / rest_n)):
+                    flagged.append((names[i], i))
+        return self._planned(tuple(fitted), tuple(flagged), len(peers) - len(fitted))
+
+    def _planned(self, fitted: tuple[_Residuals, ...], flagged: tuple[tuple[str, int], ...], unfitted: int) -> _Plan:
+        as_of = max((r.updated_at for r in fitted), default=-math.inf)
+        inv, exp2 = self._inv_half_life, math.exp2
+        own = [r.log_factor if as_of <= r.updated_at else r.log_factor * exp2((r.updated_at - as_of) * inv)
+               for r in fitted]
+        if len(fitted) + unfitted == 1:
+            logs = tuple((pod, own[i]) for pod, i in flagged)
+        else:
+            pool_log = _median([*own, *([0.0] * unfitted)]) if flagged else 0.0
+            logs = tuple((pod, own[i] - pool_log) for pod, i in flagged)
+        return _Plan(fitted, flagged, unfitted, as_of, logs)
 
     def _peers_of(self, pod: str) -> Sequence[str]:
         peers = () if self._peers is None else self._peers(pod)
@@ -182,26 +264,48 @@ class PodCorrection:
 
     def factor(self, pod: str, target: str, now: float) -> float:
         """The factor applied to ``pod``'s ``target`` predictions now."""
-        return math.exp(self._group(self._peers_of(pod), target, now)[pod])
+        return math.exp(self._logs(self._peers_of(pod), target, now).get(pod, 0.0))
 
     def apply(self, pods: Sequence[str], predictions: Sequence[tuple[float | None, ...]],
               now: float) -> list[tuple[float | None, ...]]:
         """Each pod's predictions — ``(ttft, tpot)``, optionally followed by the admission quantile's
-        ``(ttft, tpot)`` — multiplied by that pod's TTFT / TPOT factors (unchanged when disabled)."""
+        ``(ttft, tpot)`` — multiplied by that pod's TTFT / TPOT factors (the same tuple when both are 1, and
+        when disabled)."""
         if not self.config.enabled or not self._residuals:
-            return [tuple(p) for p in predictions]
-        logs: dict[str, list[float]] = {}
+            return list(predictions)
+        factors = self._factors(pods, now)
+        if not factors:
+            return list(predictions)
+        get = factors.get
+        return [p if (f := get(pod)) is None else _scaled(p, f) for pod, p in zip(pods, predictions, strict=True)]
+
+    def _factors(self, pods: Sequence[str], now: float) -> dict[str, tuple[float, float]]:
+        """The (TTFT, TPOT) factors of the pods of ``pods`` whose factors are not both 1 (a factor of 1 leaves a
+        prediction as it is), one pass per pool among them (usually one: ``pods`` is the pool)."""
+        factors: dict[str, tuple[float, float]] = {}
+        if not pods:
+            return factors
+        peers = self._peers_of(pods[0])
+        pools = [peers] if len(peers) == len(pods) and peers == tuple(pods) else self._pools_of(pods)
+        exp = math.exp
+        for peers in pools:
+            ttft, tpot = self._logs(peers, "ttft", now), self._logs(peers, "tpot", now)
+            for pod, a in ttft.items():
+                factors[pod] = (exp(a), exp(tpot.get(pod, 0.0)))
+            for pod, b in tpot.items():
+                if pod not in ttft:
+                    factors[pod] = (1.0, exp(b))
+        return factors
+
+    def _pools_of(self, pods: Sequence[str]) -> list[Sequence[str]]:
+        seen: set[str] = set()
+        pools = []
         for pod in pods:
-            if pod not in logs:
+            if pod not in seen:
                 peers = self._peers_of(pod)
-                groups = [self._group(peers, t, now) for t in TARGETS]
-                for peer in peers:
-                    logs[peer] = [g[peer] for g in groups]
-        out = []
-        for pod, p in zip(pods, predictions, strict=True):
-            factors = [math.exp(v) for v in logs[pod]]
-            out.append(tuple(None if v is None else v * factors[j % 2] for j, v in enumerate(p)))
-        return out
+                seen.update(peers)
+                pools.append(peers)
+        return pools
 
     def state(self, pod: str, target: str, now: float) -> FactorState:
         res = self._residuals.get((pod, target))

@@ -7,11 +7,11 @@ normally; scrapes of pods no longer tracked are ignored."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from router_client.candidates import pod_row
+from router_client.candidates import pod_base, request_row
 from router_client.config import PoolConfig
 from shared.features import FeatureRow
 
@@ -32,6 +32,7 @@ class PodMetrics:
 
 
 NEVER_SCRAPED = PodMetrics()
+NEVER = NEVER_SCRAPED.scraped_at
 
 
 @dataclass(slots=True)
@@ -49,6 +50,11 @@ class EndpointState:
         self._running = dict.fromkeys(self._snapshot, 0)
         self._prefill = dict.fromkeys(self._snapshot, 0)
         self._open: dict[int | str, _Open] = {}
+        self._bases: dict[tuple[str, str], FeatureRow] = {}
+        """(pool, pod) → :func:`~router_client.candidates.pod_base` of the pod's scrape in ``_bases_of``."""
+        self._bases_of: Mapping[str, PodMetrics] = self._snapshot
+        self._scrape_span: tuple[Mapping[str, PodMetrics], tuple[str, ...], float, float] | None = None
+        """(snapshot, pods, oldest, newest scrape of those pods) for :meth:`stale`."""
 
     # -- tracked pods -------------------------------------------------------------------------
     @property
@@ -89,6 +95,21 @@ class EndpointState:
     def is_stale(self, pod: str) -> bool:
         return self.staleness(pod) > self.stale_after_s
 
+    def stale(self, pods: tuple[str, ...]) -> Collection[str]:
+        """The pods of ``pods`` that are stale now: none or all of them without a pass over them (from their
+        oldest and newest scrape, kept per snapshot and ``pods`` tuple), else a set."""
+        now, limit = self._clock(), self.stale_after_s
+        span = self._scrape_span
+        if span is None or span[0] is not self._snapshot or span[1] is not pods:
+            times = [self._snapshot.get(pod, NEVER_SCRAPED).scraped_at for pod in pods]
+            span = self._scrape_span = (self._snapshot, pods, min(times, default=NEVER), max(times, default=NEVER))
+        if now - span[2] <= limit:
+            return ()
+        if now - span[3] > limit:
+            return pods
+        snap = self._snapshot
+        return {pod for pod in pods if now - snap.get(pod, NEVER_SCRAPED).scraped_at > limit}
+
     # -- router-side in-flight --------------------------------------------------------------
     def dispatch(self, key: int | str, pod: str, uncached_tokens: int) -> None:
         if key in self._open:
@@ -124,12 +145,21 @@ class EndpointState:
     def feature_rows(self, pool: PoolConfig, pods: Sequence[str], prompt_tokens: int,
                      prefix_scores: Sequence[float]) -> list[Row]:
         """The contract row per pod of ``pods`` (of ``pool``, with its ``pod_type`` and each pod's configured
-        ``pod_class``): :func:`~router_client.candidates.pod_row` of the snapshot and the in-flight counts."""
-        snap, running, prefill = self._snapshot, self._running, self._prefill
+        ``pod_class``): :func:`~router_client.candidates.pod_row` of the snapshot and the in-flight counts. The
+        scraped part (:func:`~router_client.candidates.pod_base`) is built once per pod and snapshot: a new
+        snapshot (a scrape, a pod added or dropped) drops them all."""
+        if self._bases_of is not self._snapshot:
+            self._bases_of, self._bases = self._snapshot, {}
+        bases, running, prefill, name = self._bases, self._running, self._prefill, pool.name
         rows: list[Row] = []
         for pod, prefix in zip(pods, prefix_scores, strict=True):
-            m = snap.get(pod, NEVER_SCRAPED)
-            rows.append(pod_row(prompt_tokens=prompt_tokens, kv_cache=m.kv_cache, waiting=m.waiting,
-                                running=running.get(pod, 0), prefill_tokens_in_flight=prefill.get(pod, 0),
-                                prefix_score=prefix, pod_type=pool.pod_type, pod_class=pool.class_of(pod)))
+            base = bases.get((name, pod))
+            if base is None:
+                base = bases[(name, pod)] = self._base(pool, pod)
+            rows.append(request_row(base, prompt_tokens=prompt_tokens, running=running.get(pod, 0),
+                                    prefill_tokens_in_flight=prefill.get(pod, 0), prefix_score=prefix))
         return rows
+
+    def _base(self, pool: PoolConfig, pod: str) -> FeatureRow:
+        m = self._snapshot.get(pod, NEVER_SCRAPED)
+        return pod_base(kv_cache=m.kv_cache, waiting=m.waiting, pod_type=pool.pod_type, pod_class=pool.class_of(pod))

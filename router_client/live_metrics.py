@@ -44,12 +44,19 @@ class RouterMetrics:
                                            "pools by outcome (ok: same pods, changed, error / empty: the last "
                                            "pods kept).", ["pool", "outcome"], registry=r)
         self._fallback_counts: dict[tuple[str, str], float] = {}
+        self._decision_series: dict[tuple[str, bool, str], tuple[Counter, Histogram]] = {}
+        """The labelled children ``decided`` updates (looked up once per pool, outcome and reason code)."""
         self._shed_counts: dict[tuple[str, str], float] = {}
 
     def decided(self, pool: str, shed: bool, reason: str, seconds: float) -> None:
         code = reason.split(";", 1)[0].split(" ", 1)[0]
-        self.decisions.labels(pool, "shed" if shed else "routed", code).inc()
-        self.decision_seconds.labels(pool).observe(seconds)
+        series = self._decision_series.get((pool, shed, code))
+        if series is None:
+            outcome = "shed" if shed else "routed"
+            series = (self.decisions.labels(pool, outcome, code), self.decision_seconds.labels(pool))
+            self._decision_series[(pool, shed, code)] = series
+        series[0].inc()
+        series[1].observe(seconds)
         if shed:
             key = (pool, code)
             self._shed_counts[key] = self._shed_counts.get(key, 0.0) + 1.0

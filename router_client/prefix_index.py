@@ -45,7 +45,20 @@ class PrefixIndex:
         return matched / len(hashes)
 
     def scores(self, pods: Sequence[str], hashes: Sequence[int]) -> list[float]:
-        return [self.score(p, hashes) for p in pods]
+        """:meth:`score` of each pod of ``pods`` (the loop inlined: sixteen pods a decision)."""
+        if not hashes:
+            return [0.0] * len(pods)
+        n, index, out = len(hashes), self._blocks, []
+        for pod in pods:
+            blocks = index.get(pod)
+            matched = 0
+            if blocks:
+                for h in hashes:
+                    if h not in blocks:
+                        break
+                    matched += 1
+            out.append(matched / n)
+        return out
 
     def record(self, pod: str, hashes: Sequence[int]) -> None:
         """Remember that ``hashes`` were sent to ``pod`` (most recent last; oldest evicted first)."""

@@ -199,7 +199,10 @@ class Router:
         if now is not pods:
             current = set(now)
             candidates = [c for c in candidates if c.pod in current] or candidates
-        live = [c for c in candidates if not self._state.is_stale(c.pod)]
+        stale = self._state.stale(pods)
+        if not stale or len(stale) == len(pods):  # none, or all: every candidate stays
+            return candidates
+        live = [c for c in candidates if c.pod not in stale]
         return live if live else candidates
 
     async def _predict(self, pool: str, rows: list[Features],
@@ -219,24 +222,26 @@ class Router:
 
     def _finish(self, info: RequestInfo, budget: Budget, rows: list[Features], outcome: Outcome,
                 fallback_reason: str | None, raw: list[Prediction] | None) -> Decision:
-        base = Decision(request_id=info.request_id, pool=budget.pool, pod_url=None, shed=True, reason=outcome.reason,
-                        fallback=fallback_reason is not None, dispatched_at=self._clock(),
-                        prompt_tokens=budget.prompt_tokens, prompt_tokens_estimated=budget.estimated,
-                        expected_output_tokens=budget.expected_output, info=info)
         if outcome.index is None:
             best = outcome.best
-            return replace(base, predicted_ttft_ms=best.predicted_ttft_ms if best else None,
-                           predicted_tpot_ms=best.predicted_tpot_ms if best else None,
-                           retry_after_s=self.config.slo.retry_after_s)
+            return Decision(request_id=info.request_id, pool=budget.pool, pod_url=None, shed=True,
+                            reason=outcome.reason, predicted_ttft_ms=best.predicted_ttft_ms if best else None,
+                            predicted_tpot_ms=best.predicted_tpot_ms if best else None,
+                            fallback=fallback_reason is not None, dispatched_at=self._clock(),
+                            prompt_tokens=budget.prompt_tokens, prompt_tokens_estimated=budget.estimated,
+                            expected_output_tokens=budget.expected_output, retry_after_s=self.config.slo.retry_after_s,
+                            info=info)
         chosen = outcome.candidates[outcome.index]
         self._dispatches += 1
         reason = outcome.reason if fallback_reason is None else f"{outcome.reason};fallback={fallback_reason}"
         raw_ttft, raw_tpot = (raw[chosen.row].ttft_ms, raw[chosen.row].tpot_ms) if raw is not None else (None, None)
-        return replace(base, pod_url=chosen.pod, shed=False, reason=reason,
-                       predicted_ttft_ms=chosen.predicted_ttft_ms, predicted_tpot_ms=chosen.predicted_tpot_ms,
-                       raw_predicted_ttft_ms=raw_ttft, raw_predicted_tpot_ms=raw_tpot,
-                       features=rows[outcome.row], dispatch_id=self._dispatches,
-                       uncached_prefill_tokens=round(budget.prompt_tokens * (1.0 - chosen.prefix_score)))
+        return Decision(request_id=info.request_id, pool=budget.pool, pod_url=chosen.pod, shed=False, reason=reason,
+                        predicted_ttft_ms=chosen.predicted_ttft_ms, predicted_tpot_ms=chosen.predicted_tpot_ms,
+                        fallback=fallback_reason is not None, features=rows[outcome.row], dispatched_at=self._clock(),
+                        prompt_tokens=budget.prompt_tokens, prompt_tokens_estimated=budget.estimated,
+                        expected_output_tokens=budget.expected_output,
+                        uncached_prefill_tokens=round(budget.prompt_tokens * (1.0 - chosen.prefix_score)), info=info,
+                        dispatch_id=self._dispatches, raw_predicted_ttft_ms=raw_ttft, raw_predicted_tpot_ms=raw_tpot)
 
     # -- after dispatch ----------------------------------------------------------------------
     def on_first_token(self, decision: Decision) -> None:

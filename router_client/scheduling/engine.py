@@ -56,7 +56,11 @@ class Scheduler:
         totals = [0.0] * len(remaining)
         for scorer, weight in scorers:
             for i, s in enumerate(scorer.score(request, remaining)):
-                totals[i] += weight * _clamp(s)
-        chosen = remaining[self.picker.pick(remaining, totals, rng)]
-        index = next(i for i, c in enumerate(candidates) if c is chosen)
+                totals[i] += weight * (s if 0.0 <= s <= 1.0 else _clamp(s))
+        picked = self.picker.pick(remaining, totals, rng)
+        if remaining is candidates:
+            index = picked
+        else:
+            chosen = remaining[picked]
+            index = next(i for i, c in enumerate(candidates) if c is chosen)
         return ScheduleResult(index, "predicted" if predicted else "composite", tuple(totals))

@@ -163,3 +163,101 @@ def test_config_rejects_inconsistent_values() -> None:
         CorrectionConfig(min_samples=50, max_samples=10)
     with pytest.raises(ValueError, match="min_factor"):
         CorrectionConfig(min_factor=1.5)
+
+
+def test_a_decision_reuses_the_evidence_until_a_refit_or_a_new_pool() -> None:
+    """What ``apply`` keeps between decisions (fitted pods, evidence) gives exactly what a fresh correction fed
+    the same pairs computes — after refits, between them, and once the pool has lost a pod."""
+    pools = {"pool": tuple(f"p{i}" for i in range(6))}
+    pairs: list[tuple[str, str, float, float, float]] = []
+    rng = np.random.default_rng(3)
+
+    def make() -> PodCorrection:
+        return PodCorrection(CorrectionConfig(half_life_s=H, min_samples=5), 0.9,
+                             lambda pod: pools["pool"] if pod in pools["pool"] else (pod,))
+
+    kept, t = make(), 0.0
+    for step in range(600):
+        t += 0.05
+        if step == 300:
+            pools["pool"] = pools["pool"][:-1]
+        pod = pools["pool"][step % len(pools["pool"])]
+        for target in ("ttft", "tpot"):
+            actual = 100.0 * (2.5 if pod == "p1" else 1.0) * float(rng.uniform(0.5, 1.2))
+            pairs.append((pod, target, 100.0, actual, t))
+            kept.observe(pod, target, 100.0, actual, t)
+        if step % 7 == 0:
+            fresh = make()
+            for pair in pairs:
+                fresh.observe(*pair)
+            predictions = [(100.0, 10.0, 150.0, 15.0)] * len(pools["pool"])
+            assert kept.apply(pools["pool"], predictions, t + 0.01) == fresh.apply(pools["pool"], predictions, t + 0.01)
+    assert kept.factor("p1", "ttft", t) > 1.5, "the slow pod is corrected"
+
+
+def _reference_logs(c: PodCorrection, peers: tuple[str, ...], target: str, now: float) -> dict[str, float]:
+    """The applied log factors as the correction first computed them, every decision from the fits: each fitted
+    pod's own log factor decayed to ``now``, the two-sample evidence test against the rest of the pool, minus the
+    pool's median."""
+    fitted = {p: r for p in peers if (r := c._residuals.get((p, target))) is not None and math.isfinite(r.updated_at)}
+    out = dict.fromkeys(peers, 0.0)
+    own = {p: r.log_factor if now <= r.updated_at else r.log_factor * math.exp2((r.updated_at - now) / H)
+           for p, r in fitted.items()}
+    z, q = c.config.evidence_z, c.quantile
+    if len(peers) == 1 and fitted:
+        res = fitted[peers[0]]
+        if abs(res.covered - q) > z * math.sqrt(q * (1.0 - q) / res.n_eff):
+            out[peers[0]] = own[peers[0]]
+        return out
+    if len(fitted) < 2:
+        return out
+    total_n = sum(r.n_eff for r in fitted.values())
+    total_covered = sum(r.covered * r.n_eff for r in fitted.values())
+    ordered = sorted([*own.values(), *([0.0] * (len(peers) - len(fitted)))])
+    mid = len(ordered) // 2
+    pool_log = ordered[mid] if len(ordered) % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+    for pod, res in fitted.items():
+        rest_n = total_n - res.n_eff
+        rest_covered = (total_covered - res.covered * res.n_eff) / rest_n
+        p = min(max((res.covered * res.n_eff + rest_covered * rest_n) / total_n, 0.01), 0.99)
+        if abs(res.covered - rest_covered) > z * math.sqrt(p * (1 - p) * (1 / res.n_eff + 1 / rest_n)):
+            out[pod] = own[pod] - pool_log
+    return out
+
+
+@pytest.mark.parametrize("relative", [True, False])
+def test_apply_matches_the_factors_computed_afresh_each_decision(relative: bool) -> None:
+    """What ``apply`` keeps per pool between refits (which pods are fitted, which show evidence, their log factors
+    as of the latest fit, decayed once per decision) gives the factors computed from the fits at every decision —
+    two pools, a pod leaving one, decisions before the latest fit, long after it, and admission predictions."""
+    pools = {"a": tuple(f"a{i}" for i in range(6)), "b": ("b0", "b1", "b2")}
+    c = PodCorrection(CorrectionConfig(half_life_s=H, min_samples=5, relative=relative), 0.9,
+                      lambda pod: next((p for p in pools.values() if pod in p), (pod,)))
+    rng = np.random.default_rng(5)
+    slow = {"a1": 2.5, "b2": 1.8, "a4": 0.6}
+    t, checked = 0.0, 0
+    for step in range(900):
+        t += 0.05
+        if step == 450:
+            pools["a"] = pools["a"][:-1]
+        pod = [p for pool in pools.values() for p in pool][step % 8]
+        for target in ("ttft", "tpot"):
+            c.observe(pod, target, 100.0, 100.0 * slow.get(pod, 1.0) * float(rng.uniform(0.5, 1.2)), t)
+        if step % 5:
+            continue
+        pods = [*pools["a"], *pools["b"]]
+        predictions = [(100.0, 10.0, None if i % 3 == 0 else 150.0, 15.0) for i in range(len(pods))]
+        for now in (t - 0.07, t, t + 0.01, t + 3 * H):
+            got = c.apply(pods, predictions, now)
+            for pod, p, g in zip(pods, predictions, got, strict=True):
+                peers = c._peers_of(pod)
+                ttft, tpot = (math.exp(_reference_logs(c, tuple(peers), tg, now)[pod]) for tg in ("ttft", "tpot"))
+                want = tuple(None if v is None else v * (tpot if j % 2 else ttft) for j, v in enumerate(p))
+                assert [v is None for v in g] == [v is None for v in want]
+                assert [v for v in g if v is not None] == pytest.approx([v for v in want if v is not None],
+                                                                        rel=1e-12), (pod, now)
+                checked += ttft != 1.0
+    assert checked > 100, "some pods were corrected"
+    for pool in pools.values():
+        assert c.apply(list(pool), [(1.0, 1.0)] * len(pool), t) == c.apply(list(pool)[::-1], [(1.0, 1.0)] * len(pool),
+                                                                           t)[::-1]

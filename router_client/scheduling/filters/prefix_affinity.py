@@ -38,7 +38,8 @@ class PrefixAffinity:
         best = max((c.prefix_score for c in candidates), default=0.0)
         if best < self.p.min_score or best <= 0.0:
             return candidates
-        affine = [c for c in candidates if c.prefix_score >= best * self.p.keep_ratio]
+        keep = best * self.p.keep_ratio
+        affine = [c for c in candidates if c.prefix_score >= keep]
         if len(affine) == len(candidates):
             return candidates
         if all(c.has_prediction for c in candidates):

@@ -27,7 +27,8 @@ class WeightedRandom:
         self.p = params
 
     def pick(self, candidates: Sequence[Candidate], scores: Sequence[float], rng: random.Random) -> int:
-        weights = [s**self.p.power for s in scores]
+        power = self.p.power
+        weights = [s**power for s in scores]
         total = sum(weights)
         if total <= 0.0:
             return rng.randrange(len(candidates))

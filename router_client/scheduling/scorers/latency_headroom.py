@@ -43,5 +43,8 @@ class LatencyHeadroom:
         ttft = _relative([c.predicted_ttft_ms or 0.0 for c in known], request.slo_ttft_ms, self.p.eps_ms)
         tpot = _relative([c.predicted_tpot_ms or 0.0 for c in known], request.slo_tpot_ms, self.p.eps_ms)
         w = self.p.ttft_weight
-        by_pod = {c.pod: w * a + (1.0 - w) * b for c, a, b in zip(known, ttft, tpot, strict=True)}
+        scores = [w * a + (1.0 - w) * b for a, b in zip(ttft, tpot, strict=True)]
+        if len(known) == len(candidates):
+            return scores
+        by_pod = {c.pod: s for c, s in zip(known, scores, strict=True)}
         return [by_pod.get(c.pod, 0.0) for c in candidates]
