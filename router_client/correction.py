@@ -20,9 +20,11 @@ ratios ``r = actual / raw prediction`` and multiplies later predictions for that
   model's to learn, not one pod's to dodge.
 * The fit is redone after every ``REFIT_EVERY`` pairs, or on the first pair more than ``REFIT_AFTER_S``
   after the last fit (bounded CPU per pair). What a decision needs from the fits — which pods of a pool are
-  fitted and which show evidence — changes only at a refit or when the pool's pods change, so it is kept per
-  (pool's pods, target) until then (:class:`_Plan`); a decision only decays the fitted factors to ``now``, and
-  one where no pod shows evidence leaves the predictions as they are.
+  fitted, which show evidence, their applied log factors at the pool's latest fit — changes only at a refit or
+  when the pool's pods change, so it is kept per (pool's pods, target) (:class:`_Plan`: dropped when one of its
+  pods is refitted, rebuilt right after that fit). All fitted factors decay at the same rate, so a decision
+  multiplies the kept log factors by one decay factor (equal to decaying each and taking the median again, up
+  to rounding); one where no pod shows evidence leaves the predictions as they are.
 
 * **Relative to the pool** (``relative``, on by default): the factor applied to a pod is its own divided by
   the median factor of its pool (``peers``). The pool's model, retrained and calibrated every cycle, owns
