@@ -52,7 +52,7 @@ def profile_engine(engine: RunningEngine, reps: int, seed: int, meta: dict[str, 
     vocab = engine.shape.model.vocab
     asyncio.run(warm_up(engine.url, vocab))
     started = time.monotonic()
-    prefill, decode = asyncio.run(measure(engine.url, vocab, reps, seed))
+    prefill, decode = asyncio.run(measure(engine.url, vocab, reps, seed, engine.shape.kv_tokens))
     meta = {**meta, "measure_s": round(time.monotonic() - started, 1), "load_avg_end": list(os.getloadavg()),
             "reps": reps}
     fit = fit_points(prefill, decode, engine.shape.max_num_batched_tokens)
@@ -63,7 +63,9 @@ def residual_table(profile: MeasuredProfile) -> str:
     pred = predicted_ms(profile.fit, profile.prefill, profile.decode, profile.engine.max_num_batched_tokens)
     lines = ["point | measured ms (median) | fit ms | error"]
     labels = [f"prefill {p.tokens} @ ctx {p.context}" for p in profile.prefill]
-    labels += [f"decode batch {d.batch} @ ctx {d.context:.0f}" for d in profile.decode]
+    labels += [f"decode batch {d.batch} @ ctx {d.context:.0f}"
+               + ("" if d.unique_kv is None or d.unique_kv >= d.batch * d.context * 0.99 else " (shared base)")
+               for d in profile.decode]
     measured = [sorted(p.ttft_ms)[len(p.ttft_ms) // 2] for p in profile.prefill]
     measured += [sorted(d.tpot_ms)[len(d.tpot_ms) // 2] for d in profile.decode]
     for label, m, f in zip(labels, measured, pred, strict=True):
@@ -76,7 +78,8 @@ def fit_summary(profile: MeasuredProfile) -> str:
     knots = ", ".join(f"{t}:{ms:.1f}" for t, ms in f.knots)
     return (f"fit: frontend {f.frontend_ms:.2f} ms, overhead {f.overhead_ms:.2f} ms/step, per seq "
             f"{f.per_seq_ms:.3f} ms, prefill attention {f.prefill_ms_per_qk * 1e6:.2f} ms per 1e6 q*kv, decode "
-            f"attention {f.decode_ms_per_kv_token * 1e3:.3f} ms per 1k cached tokens, noise {f.noise_std:.3f}, "
+            f"attention {f.decode_ms_per_kv_token * 1e3:.3f} ms per 1k cached tokens + "
+            f"{f.decode_ms_per_unique_kv_token * 1e3:.3f} ms per 1k distinct ones, noise {f.noise_std:.3f}, "
             f"rel RMSE {f.rel_rmse:.1%}\ntoken_ms knots (tokens:ms): {knots}")
 
 

@@ -316,7 +316,9 @@ class Engine:
                 decode_kv += seq.num_computed + 1
             else:
                 prefill_qk += n * (seq.num_computed + n / 2.0)
-        dur = self.step_model.step_seconds(tokens, len(seqs), prefill_qk, decode_kv)
+        model = self.step_model
+        unique = self.pool.unique_kv(self.block_size, decode_kv) if model.reads_unique_kv else None
+        dur = model.step_seconds(tokens, len(seqs), prefill_qk, decode_kv, unique)
         start = self.clock
         end = start + dur
         self.record_busy(dur, tokens, 1)

@@ -104,7 +104,9 @@ def try_decode_jump(engine: EngineState, t: float, events: list[Event]) -> bool:
     k_max = _max_steps_for_blocks(engine, k_max)
     if k_max < 1:
         return False
-    a, b = engine.step_model.decode_run(batch, kv_sum)
+    model = engine.step_model
+    unique = engine.pool.unique_kv(engine.block_size, kv_sum) if model.reads_unique_kv else None
+    a, b = model.decode_run(batch, kv_sum, unique)
     k = _steps_before(a, b, (t - engine.clock) * 1e3, k_max)
     dur = (k * a + b * k * (k - 1) / 2.0) * engine.step_model.noise(k) / 1e3
     _apply(engine, k, dur, events)

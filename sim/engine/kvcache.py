@@ -39,6 +39,11 @@ class BlockPool:
     def usage(self) -> float:
         return self.num_used / self.num_blocks
 
+    def unique_kv(self, block_size: int, decode_kv: int) -> int:
+        """Distinct cached tokens a step's decodes read, at most ``decode_kv``: the blocks in use (a block
+        shared by several running sequences counts once)."""
+        return min(decode_kv, self.num_used * block_size)
+
     @property
     def num_cached(self) -> int:
         """Blocks holding a prefix hash (in use or free-but-cached)."""

@@ -86,6 +86,10 @@ class MeasuredProfile:
         path.write_bytes(orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2))
 
 
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def profile_from_json(raw: Mapping[str, Any], where: str = "profile") -> MeasuredProfile:
     if raw.get("format") != FORMAT:
         raise ConfigError(f"{where}: not a measured engine profile (format {raw.get('format')!r}, want {FORMAT})")
@@ -95,7 +99,8 @@ def profile_from_json(raw: Mapping[str, Any], where: str = "profile") -> Measure
         prefill = tuple(PrefillPoint(int(p["tokens"]), int(p["context"]), tuple(map(float, p["ttft_ms"])))
                         for p in raw["prefill"])
         decode = tuple(DecodePoint(int(d["batch"]), float(d["context"]), tuple(map(float, d["tpot_ms"])),
-                                   float(d.get("step_cv", 0.0))) for d in raw["decode"])
+                                   float(d.get("step_cv", 0.0)), _optional_float(d.get("unique_kv")))
+                       for d in raw["decode"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: bad profile: {exc!r}") from None
     if raw.get("fit") is None:

@@ -8,11 +8,14 @@ model the simulator uses forward:
   ``q_i`` tokens at context ``ctx_i`` costing one step of ``q_i`` tokens, 1 sequence,
   ``q_i * (ctx_i + q_i / 2)`` attention;
 - a **decode point** (``batch`` requests decoding together at mean context ``context``, median TPOT) = one
-  step of ``batch`` tokens, ``batch`` sequences, ``batch * context`` cached tokens read.
+  step of ``batch`` tokens, ``batch`` sequences, ``batch * context`` cached tokens read, ``unique_kv`` of them
+  distinct (a shared cached base counts once; the default, every context distinct).
 
 Every point is linear in the unknowns ``frontend, overhead, per_seq, token_ms(knot_2..knot_K), c_pf, c_dec``
-(``token_ms`` piecewise linear through the knots), solved by least squares on relative error; a negative
-scalar coefficient is pinned to 0 and the rest refitted.
+and, when some decode points say how many of their cached tokens are distinct, ``c_uniq`` (``token_ms``
+piecewise linear through the knots), solved by least squares on relative error; a negative scalar coefficient
+is pinned to 0 and the rest refitted. Decode points that share one base and points with distinct contexts
+separate ``c_dec`` (compute, every token) from ``c_uniq`` (memory, each distinct token once).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ class DecodePoint:
     tpot_ms: tuple[float, ...]
     step_cv: float = 0.0
     """Robust relative spread of the single inter-token gaps (one step each)."""
+    unique_kv: float | None = None
+    """Distinct cached tokens the batch reads per step (None: ``batch * context``, every context distinct)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class Step:
     seqs: int
     prefill_qk: float
     decode_kv: float
+    unique_kv: float = 0.0
 
 
 def prefill_steps(tokens: int, context: int, budget: int) -> list[Step]:
@@ -58,13 +64,14 @@ def prefill_steps(tokens: int, context: int, budget: int) -> list[Step]:
     steps, done = [], 0
     while done < tokens:
         q = min(budget, tokens - done)
-        steps.append(Step(q, 1, q * (context + done + q / 2.0), 0.0))
+        steps.append(Step(q, 1, q * (context + done + q / 2.0), 0.0, 0.0))
         done += q
     return steps
 
 
-def decode_step(batch: int, context: float) -> Step:
-    return Step(batch, batch, 0.0, batch * context)
+def decode_step(point: DecodePoint) -> Step:
+    kv = point.batch * point.context
+    return Step(point.batch, point.batch, 0.0, kv, kv if point.unique_kv is None else point.unique_kv)
 
 
 def knot_grid(budget: int, knots: Sequence[int] = DEFAULT_KNOTS) -> tuple[int, ...]:
@@ -85,17 +92,25 @@ def _token_weights(tokens: int, knots: Sequence[int]) -> np.ndarray:
 SCALARS = ("frontend_ms", "overhead_ms", "per_seq_ms", "prefill_ms_per_qk", "decode_ms_per_kv_token")
 
 
-def _row(steps: Sequence[Step], frontend: bool, knots: Sequence[int]) -> np.ndarray:
+def separates_unique(decode: Sequence[DecodePoint]) -> bool:
+    """Whether the points can tell distinct cached tokens from shared ones (some say how many are distinct)."""
+    return any(d.unique_kv is not None and d.unique_kv < d.batch * d.context for d in decode)
+
+
+def _row(steps: Sequence[Step], frontend: bool, knots: Sequence[int], unique: bool) -> np.ndarray:
     tok = sum((_token_weights(s.tokens, knots) for s in steps), np.zeros(len(knots)))[1:]
     head = [1.0 if frontend else 0.0, float(len(steps)), float(sum(s.seqs for s in steps))]
     tail = [sum(s.prefill_qk for s in steps), sum(s.decode_kv for s in steps)]
+    if unique:
+        tail.append(sum(s.unique_kv for s in steps))
     return np.concatenate([head, tok, tail])
 
 
 def design(prefill: Sequence[PrefillPoint], decode: Sequence[DecodePoint], budget: int,
            knots: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    rows = [_row(prefill_steps(p.tokens, p.context, budget), True, knots) for p in prefill]
-    rows += [_row([decode_step(d.batch, d.context)], False, knots) for d in decode]
+    unique = separates_unique(decode)
+    rows = [_row(prefill_steps(p.tokens, p.context, budget), True, knots, unique) for p in prefill]
+    rows += [_row([decode_step(d)], False, knots, unique) for d in decode]
     y = [statistics.median(p.ttft_ms) for p in prefill] + [statistics.median(d.tpot_ms) for d in decode]
     return np.array(rows), np.array(y)
 
@@ -124,7 +139,7 @@ def fit_points(prefill: Sequence[PrefillPoint], decode: Sequence[DecodePoint], b
     if x.shape[0] < x.shape[1]:
         raise ConfigError(f"{x.shape[0]} measured points cannot fit {x.shape[1]} unknowns")
     n_tok = len(grid) - 1
-    scalar_cols = [0, 1, 2, 3 + n_tok, 4 + n_tok]
+    scalar_cols = [0, 1, 2, 3 + n_tok, 4 + n_tok] + ([5 + n_tok] if separates_unique(decode) else [])
     coef = _solve(x, y, scalar_cols)
     rel = (x @ coef - y) / y
     knot_ms = ((1, 0.0), *zip(grid[1:], (float(v) for v in coef[3:3 + n_tok]), strict=True))
@@ -134,6 +149,7 @@ def fit_points(prefill: Sequence[PrefillPoint], decode: Sequence[DecodePoint], b
         prefill_ms_per_qk=float(coef[3 + n_tok]), decode_ms_per_kv_token=float(coef[4 + n_tok]),
         knots=knot_ms, noise_std=float(statistics.median(cvs)) if cvs else 0.0,
         rel_rmse=float(np.sqrt(np.mean(rel**2))),
+        decode_ms_per_unique_kv_token=float(coef[5 + n_tok]) if len(coef) > 5 + n_tok else 0.0,
     )
 
 
@@ -144,8 +160,9 @@ def predicted_ms(fit: StepFit, prefill: Sequence[PrefillPoint], decode: Sequence
 
     def step_ms(s: Step) -> float:
         return (fit.overhead_ms + fit.per_seq_ms * s.seqs + table[s.tokens]
-                + fit.prefill_ms_per_qk * s.prefill_qk + fit.decode_ms_per_kv_token * s.decode_kv)
+                + fit.prefill_ms_per_qk * s.prefill_qk + fit.decode_ms_per_kv_token * s.decode_kv
+                + fit.decode_ms_per_unique_kv_token * s.unique_kv)
 
     out = [fit.frontend_ms + sum(step_ms(s) for s in prefill_steps(p.tokens, p.context, budget))
            for p in prefill]
-    return out + [step_ms(decode_step(d.batch, d.context)) for d in decode]
+    return out + [step_ms(decode_step(d)) for d in decode]

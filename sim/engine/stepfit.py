@@ -1,9 +1,11 @@
 """Step-time coefficients fitted to a real engine (measured-profile mode), in the step model's own form.
 
-``t = overhead + per_seq * seqs + token_ms(tokens) + c_pf * sum(q * (ctx + q/2)) + c_dec * sum(kv)``, the
-formula of :mod:`sim.engine.steptime`, with every term measured on the engine instead of derived from GPU
-constants: ``token_ms`` is piecewise linear through ``knots`` (``(tokens, ms)``, ``token_ms(1) = 0``: the
-cost of one token is in ``overhead``), extended at the slope of the last segment.
+``t = overhead + per_seq * seqs + token_ms(tokens) + c_pf * sum(q * (ctx + q/2)) + c_dec * sum(kv)
++ c_uniq * unique_kv``, the formula of :mod:`sim.engine.steptime`, with every term measured on the engine instead
+of derived from GPU constants (``unique_kv``: the distinct cached tokens the step's decodes read; on a CPU a block
+shared by many sequences of the batch is read from cache once, a distinct one from memory): ``token_ms`` is
+piecewise linear through ``knots`` (``(tokens, ms)``, ``token_ms(1) = 0``: the cost of one token is in
+``overhead``), extended at the slope of the last segment.
 
 ``frontend_ms`` is not part of a step: the time from the client sending a request to the scheduler seeing
 it, plus the first token's way back (HTTP, API server, IPC). The simulator delays a request's admission by
@@ -34,6 +36,8 @@ class StepFit:
     """Relative spread of single decode steps seen on the engine (the simulator's step noise)."""
     rel_rmse: float = 0.0
     """Root-mean-square relative error of the fit on the measured points."""
+    decode_ms_per_unique_kv_token: float = 0.0
+    """ms per distinct cached token the decodes of a step read (0: profiles measured before it was)."""
 
     def __post_init__(self) -> None:
         tokens = [k[0] for k in self.knots]
@@ -64,6 +68,7 @@ class StepFit:
             knots = tuple((int(t), float(ms)) for t, ms in raw["knots"])
             return cls(float(raw["frontend_ms"]), float(raw["overhead_ms"]), float(raw["per_seq_ms"]),
                        float(raw["prefill_ms_per_qk"]), float(raw["decode_ms_per_kv_token"]), knots,
-                       float(raw.get("noise_std", 0.0)), float(raw.get("rel_rmse", 0.0)))
+                       float(raw.get("noise_std", 0.0)), float(raw.get("rel_rmse", 0.0)),
+                       float(raw.get("decode_ms_per_unique_kv_token", 0.0)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"bad step fit in profile: {exc!r}") from None

@@ -1,6 +1,8 @@
 """Step-time model: profiled linear layers + all-reduce + first-principles attention + CPU overhead + noise.
 
-``t = overhead + per_seq * seqs + linear[tokens] + comm[tokens] + c_pf * sum(q * (ctx + q/2)) + c_dec * sum(kv)``
+``t = overhead + per_seq * seqs + linear[tokens] + comm[tokens] + c_pf * sum(q * (ctx + q/2)) + c_dec * sum(kv)
++ c_uniq * unique_kv`` (``c_uniq`` only in measured profiles: distinct cached tokens read, see
+:mod:`sim.engine.stepfit`)
 
 - ``linear``: :func:`sim.engine.profile.linear_table` for the tensor-parallel degree (one shard);
 - ``comm``: two all-reduces per layer of ``tokens x hidden x 2`` bytes (0 without TP);
@@ -36,12 +38,15 @@ class StepCoefficients:
     """ms per unit of ``q * kv`` (all layers)."""
     decode_ms_per_kv_token: float
     """ms per cached token read in a decode step (all layers)."""
+    decode_ms_per_unique_kv_token: float = 0.0
+    """ms per distinct cached token a step's decodes read (measured profiles; 0 for the GPU model)."""
 
 
 def coefficients(cfg: EngineConfig) -> StepCoefficients:
     if cfg.measured is not None:
         f = cfg.measured
-        return StepCoefficients(f.overhead_ms, f.per_seq_ms, f.prefill_ms_per_qk, f.decode_ms_per_kv_token)
+        return StepCoefficients(f.overhead_ms, f.per_seq_ms, f.prefill_ms_per_qk, f.decode_ms_per_kv_token,
+                                f.decode_ms_per_unique_kv_token)
     m, g, tp = cfg.model, cfg.gpu, cfg.tensor_parallel_size
     flops_per_qk = 4.0 * m.n_layers * (m.n_heads / tp) * m.head_dim
     prefill = flops_per_qk / (g.peak_flops * g.attn_flops_efficiency) * 1e3
@@ -85,7 +90,14 @@ class StepTimeModel:
         """Step-time multiplier (1.0 = nominal, 2.0 = every step twice as long)."""
         self._rng = random.Random(cfg.seed if seed is None else seed)
 
-    def base_ms(self, num_tokens: int, num_seqs: int, prefill_qk: float, decode_kv: int) -> float:
+    @property
+    def reads_unique_kv(self) -> bool:
+        """Whether step times depend on the distinct cached tokens read (worth counting them)."""
+        return self.coef.decode_ms_per_unique_kv_token > 0.0
+
+    def base_ms(self, num_tokens: int, num_seqs: int, prefill_qk: float, decode_kv: int,
+                unique_kv: int | None = None) -> float:
+        """Nominal step ms; ``unique_kv`` = distinct cached tokens among ``decode_kv`` (None: all distinct)."""
         c = self.coef
         return (
             c.overhead_ms
@@ -93,6 +105,7 @@ class StepTimeModel:
             + self.token_ms[num_tokens]
             + c.prefill_ms_per_qk * prefill_qk
             + c.decode_ms_per_kv_token * decode_kv
+            + c.decode_ms_per_unique_kv_token * (decode_kv if unique_kv is None else unique_kv)
         )
 
     def noise(self, steps: int = 1) -> float:
@@ -102,13 +115,18 @@ class StepTimeModel:
         sigma = self.noise_std / math.sqrt(steps)
         return max(0.5, 1.0 + sigma * self._rng.gauss(0.0, 1.0))
 
-    def step_seconds(self, num_tokens: int, num_seqs: int, prefill_qk: float, decode_kv: int) -> float:
-        base = self.base_ms(num_tokens, num_seqs, prefill_qk, decode_kv)
+    def step_seconds(self, num_tokens: int, num_seqs: int, prefill_qk: float, decode_kv: int,
+                     unique_kv: int | None = None) -> float:
+        base = self.base_ms(num_tokens, num_seqs, prefill_qk, decode_kv, unique_kv)
         return base * self.speed_factor * self.noise() / 1e3
 
-    def decode_run(self, batch: int, kv_sum: int) -> tuple[float, float]:
-        """``(a, b)`` in ms so that decode step ``j`` of an unchanged batch lasts ``a + b * j``."""
+    def decode_run(self, batch: int, kv_sum: int, unique_kv: int | None = None) -> tuple[float, float]:
+        """``(a, b)`` in ms so that decode step ``j`` of an unchanged batch lasts ``a + b * j`` (each step adds
+        one distinct token per sequence)."""
         c = self.coef
-        a = c.overhead_ms + c.per_seq_ms * batch + self.token_ms[batch] + c.decode_ms_per_kv_token * kv_sum
+        per_kv = c.decode_ms_per_kv_token
+        unique = kv_sum if unique_kv is None else unique_kv
+        a = (c.overhead_ms + c.per_seq_ms * batch + self.token_ms[batch] + per_kv * kv_sum
+             + c.decode_ms_per_unique_kv_token * unique)
         f = self.speed_factor
-        return a * f, c.decode_ms_per_kv_token * batch * f
+        return a * f, (per_kv + c.decode_ms_per_unique_kv_token) * batch * f

@@ -158,3 +158,64 @@ def test_engine_runs_every_request_to_completion(profile: MeasuredProfile) -> No
         engine.add(Sequence(f"r{i}", 100 + 50 * i, 20), 0.0)
     engine.advance_until(float("inf"))
     assert engine.stats.finished == 40
+
+
+DISTINCT_TRUTH = dataclasses.replace(TRUTH, decode_ms_per_kv_token=3e-4, decode_ms_per_unique_kv_token=1.4e-3)
+
+
+def shared_and_distinct_points(fit: StepFit) -> tuple[list[PrefillPoint], list[DecodePoint]]:
+    """Decode points of both kinds: a shared cached base (only its own 16 + decoded tokens distinct) and
+    distinct contexts, as bench.profile_measure takes them."""
+    pre, dec = synthetic_points(fit)
+    shared = [dataclasses.replace(d, unique_kv=(c - 30) + b * 30.0) for d, (b, c) in zip(dec, DECODE_GRID, strict=True)]
+    distinct = [DecodePoint(b, c, (0.0,), unique_kv=b * c) for c in (1050.0, 3100.0) for b in (2, 8, 32)]
+    ms = predicted_ms(fit, [], distinct, BUDGET)
+    distinct = [dataclasses.replace(d, tpot_ms=(m,) * 3) for d, m in zip(distinct, ms, strict=True)]
+    shared_ms = predicted_ms(fit, [], shared, BUDGET)
+    shared = [dataclasses.replace(d, tpot_ms=(m,) * 3) for d, m in zip(shared, shared_ms, strict=True)]
+    return pre, shared + distinct
+
+
+def test_fit_separates_distinct_cached_tokens_from_shared_ones() -> None:
+    pre, dec = shared_and_distinct_points(DISTINCT_TRUTH)
+    fit = fit_points(pre, dec, BUDGET)
+    assert fit.rel_rmse < 1e-6
+    assert fit.decode_ms_per_kv_token == pytest.approx(3e-4, rel=1e-3)
+    assert fit.decode_ms_per_unique_kv_token == pytest.approx(1.4e-3, rel=1e-3)
+    # a shared base costs less than the same contexts read separately
+    shared, distinct = predicted_ms(fit, [], [DecodePoint(32, 3100.0, (1.0,), unique_kv=3100 + 31 * 30.0),
+                                              DecodePoint(32, 3100.0, (1.0,))], BUDGET)
+    assert distinct > 1.5 * shared
+
+
+def test_points_without_distinct_counts_fit_no_distinct_term(profile: MeasuredProfile) -> None:
+    assert profile.fit.decode_ms_per_unique_kv_token == 0.0
+    assert StepFit.from_json({k: v for k, v in profile.fit.to_json().items()
+                              if k != "decode_ms_per_unique_kv_token"}) == profile.fit
+
+
+def _decode_step_ms(profile: MeasuredProfile, shared: bool) -> float:
+    """One pure-decode step of 16 sequences at ~2.1k context each, all prefilled first."""
+    engine = Engine(profile.engine_config(noise_std=0.0))
+    prefix = tuple(range(1000, 1016))  # 16 blocks of 128 tokens
+    for i in range(16):
+        hashes = prefix if shared else tuple(range(5000 + 20 * i, 5016 + 20 * i))
+        engine.add(Sequence(f"r{i}", 2100, 50, hashes), 0.0)
+    while True:
+        res = engine.step()
+        assert res is not None
+        if all(s.num_output > 0 for s in engine.running) and len(engine.running) == 16:
+            break
+    res = engine.step()
+    assert res is not None
+    return (res.end - res.start) * 1e3
+
+
+def test_the_simulator_reads_a_shared_prefix_once() -> None:
+    """A decode step of 16 sequences sharing a cached 2k-token prefix against 16 of distinct prompts: with a
+    distinct-token cost the shared batch steps faster, without one at the same speed."""
+    pre, dec = shared_and_distinct_points(DISTINCT_TRUTH)
+    measured = MeasuredProfile(SHAPE, tuple(pre), tuple(dec), fit_points(pre, dec, BUDGET))
+    flat = dataclasses.replace(measured, fit=dataclasses.replace(measured.fit, decode_ms_per_unique_kv_token=0.0))
+    assert _decode_step_ms(measured, shared=True) < 0.6 * _decode_step_ms(measured, shared=False)
+    assert _decode_step_ms(flat, shared=True) == pytest.approx(_decode_step_ms(flat, shared=False), rel=0.01)
