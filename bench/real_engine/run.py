@@ -8,6 +8,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ class RunSettings:
     min_samples: int
     predictor_timeout_ms: float
     seed: int
+    trainer_env: Mapping[str, str] = field(default_factory=dict)
+    """Extra trainer settings (the prior seed's ``LATENCY_SEED_DIR``)."""
 
 
 @dataclass
@@ -49,7 +52,7 @@ class PolicyRun:
 def stack_spec(policy: RouterPolicy, s: RunSettings) -> StackSpec:
     pool = PoolSpec(POOL, len(s.engine_urls), s.max_model_len, urls=s.engine_urls)
     return StackSpec(pools=(pool,), retrain_interval_s=s.retrain_interval_s, min_samples_for_retrain=s.min_samples,
-                     predictors=policy.predictor, seed=s.seed,
+                     predictors=policy.predictor, seed=s.seed, trainer_env=s.trainer_env,
                      router=router_overrides(policy, s.seed, {"predictor_timeout_ms": s.predictor_timeout_ms}))
 
 

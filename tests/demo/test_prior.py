@@ -1,0 +1,41 @@
+"""The real-engine demo and benchmark start their trainers from a prior learnt on the engine's measured profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.real_engine.__main__ import prior_profile
+from bench.real_engine.cli import parse_args as bench_args
+from demo import prior
+from demo.__main__ import parse_args as demo_args
+from demo.__main__ import trainer_env
+from demo.engine import DEFAULT_MODEL
+from sim.engine.measured import load_profile
+
+BENCH = ["--trace", "t.csv", "--rps", "1", "--duration", "10", "--policy", "round-robin", "--out", "o.json"]
+
+
+def test_the_default_models_profile_is_committed_and_separates_distinct_tokens() -> None:
+    profile = load_profile(prior.DEFAULT_PROFILE)
+    assert profile.engine.name == "tiny-llama"
+    assert profile.fit.decode_ms_per_unique_kv_token > 0.0
+    assert any(d.unique_kv is not None and d.unique_kv < d.batch * d.context for d in profile.decode)
+
+
+def test_the_committed_profile_is_used_only_for_the_default_model(tmp_path: Path) -> None:
+    assert prior.default_profile(DEFAULT_MODEL, DEFAULT_MODEL) == prior.DEFAULT_PROFILE
+    assert prior.default_profile(tmp_path / "other-model", DEFAULT_MODEL) is None
+
+
+def test_demo_with_engines_seeds_unless_told_not_to(tmp_path: Path) -> None:
+    assert trainer_env(demo_args(["--workdir", str(tmp_path)])) == ({}, "")  # sim pods: the pods' own prior
+    off = demo_args(["--engines", "2", "--no-prior-profile", "--workdir", str(tmp_path)])
+    assert trainer_env(off) == ({}, "")
+    other = demo_args(["--engines", "2", "--model", str(tmp_path / "m"), "--workdir", str(tmp_path)])
+    assert trainer_env(other) == ({}, "")
+
+
+def test_bench_real_engine_picks_the_profile() -> None:
+    assert prior_profile(bench_args(BENCH)) == prior.DEFAULT_PROFILE
+    assert prior_profile(bench_args([*BENCH, "--no-prior-profile"])) is None
+    assert prior_profile(bench_args([*BENCH, "--prior-profile", "p.json"])) == Path("p.json")
