@@ -15,6 +15,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 from router_client.errors import RouterConfigError
+from router_client.pd.config import PdConfig
 from shared.keepalive import CLIENT_MAX_IDLE_S
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
@@ -90,6 +91,9 @@ class PoolConfig(BaseModel):
         default_factory=dict, description="Per-pod pod_class overriding pod_class, by pod URL (a mixed pool: "
         "{\"http://10.0.0.5:8000\": \"h100-tp1\"}); every key must be one of pods (not with discovery: "
         "discovered pods take pod_class).")
+    pd: PdConfig | None = Field(
+        default=None, description="Prefill/decode disaggregation: this pool's pods decode, pd.prefill_pool's pods "
+        "prefill; the router runs the two-phase request (see Prefill/decode disaggregation).")
 
     @model_validator(mode="after")
     def _pods_or_discovery(self) -> PoolConfig:
@@ -386,6 +390,23 @@ class RouterConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _pd_pools(self) -> RouterConfig:
+        names = {p.name for p in self.pools}
+        for pool in self.pools:
+            if pool.pd is None:
+                continue
+            target = pool.pd.prefill_pool
+            if target not in names or target == pool.name or self.pool(target).pd is not None:
+                raise ValueError(f"pool {pool.name!r}: pd.prefill_pool {target!r} must name another pool of pools "
+                                 "without a pd section of its own")
+            if pool.pod_type != "decode" or self.pool(target).pod_type != "prefill":
+                raise ValueError(f"pool {pool.name!r} has a pd section: give it pod_type 'decode' and its prefill "
+                                 f"pool {target!r} pod_type 'prefill' (the roles' training rows carry them)")
+        if not self.serving_pools():
+            raise ValueError("every pool is some pool's pd.prefill_pool: no pool is left to serve requests")
+        return self
+
+    @model_validator(mode="after")
     def _tuning_pools(self) -> RouterConfig:
         if not self.tuning.enabled:
             return self
@@ -401,6 +422,15 @@ class RouterConfig(BaseModel):
         """(short, long) pool names tuning works on."""
         t, c = self.tuning, self.classifier
         return (t.short_pool or c.short_pool, t.long_pool or c.long_pool)
+
+    def prefill_pools(self) -> frozenset[str]:
+        """Pools that only prefill for a P/D pool (the classifier never picks them)."""
+        return frozenset(p.pd.prefill_pool for p in self.pools if p.pd is not None)
+
+    def serving_pools(self) -> list[PoolConfig]:
+        """The pools the classifier chooses from: all but the prefill pools."""
+        prefill = self.prefill_pools()
+        return [p for p in self.pools if p.name not in prefill]
 
     def pool(self, name: str) -> PoolConfig:
         for pool in self.pools:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -35,6 +35,10 @@ from router_client.errors import PredictionUnavailable
 from router_client.http1 import Http1Pool
 from router_client.live_metrics import AdaptiveCollector, MembershipCollector, RouterMetrics
 from router_client.membership import LEAVING, Change, Membership
+from router_client.pd import decider
+from router_client.pd.config import PdConfig
+from router_client.pd.metrics import PdMetrics
+from router_client.pd.profiles import DECODE, PREFILL, WHOLE, role_scheduler
 from router_client.pipeline import DecisionCore, Outcome
 from router_client.predictor_client import Prediction, PredictorClient
 from router_client.prefix_index import PrefixIndex, text_block_hashes
@@ -80,6 +84,11 @@ class Decision:
     raw_predicted_ttft_ms: float | None = None
     raw_predicted_tpot_ms: float | None = None
     """The model's own predictions for the chosen pod (before the per-pod correction)."""
+    prefill: Decision | None = None
+    """P/D pool, disaggregated: the prefill leg (its pool, pod, predictions, features); this decision is the decode
+    leg (``pod_url`` the decode pod, predictions and features of the decode leg, ``pod_type`` decode)."""
+    pd_choice: str = ""
+    """P/D pool: the decider's choice (``router_client.pd.decider``: disaggregated, decode_holds_prefix, ...)."""
 
 
 class Router:
@@ -96,10 +105,15 @@ class Router:
         self.drift = DriftMonitor(config.drift, config.prediction_quantile)
         self.metrics_registry.register(AdaptiveCollector(self.correction, self.drift, self.members.pool_of, clock))
         self.metrics_registry.register(MembershipCollector(self.members))
-        self._classifier = PoolClassifier(config.classifier, config.pools)
+        self._classifier = PoolClassifier(config.classifier, config.serving_pools())
         self._state = EndpointState(self.members.scrape_targets(), config.scraper.stale_after_s, clock)
         self._prefix = PrefixIndex(self.members.scrape_targets(), config.prefix.capacity_blocks)
         self._core = DecisionCore(config.scheduler, config.slo, {p.name: p.pods for p in config.pools})
+        self._role_cores = {(p.name, role): DecisionCore(role_scheduler(p.pd, role, config.scheduler), config.slo,
+                                                         {q.name: q.pods for q in config.pools})
+                            for p in config.pools if p.pd is not None for role in (DECODE, PREFILL)}
+        self.pd = PdMetrics(self.metrics_registry)
+        """What P/D routing did (decider choices, pairs, prefill and KV hand-over times): metrics and status."""
         self.discovery = Discovery(config.pools, self.members, self._on_change, self._metrics, clock=clock)
         self._http: httpx.AsyncClient | None = None
         self._scrape_pool: Http1Pool | None = None
@@ -179,17 +193,78 @@ class Router:
             info.slo_tpot_ms if info.slo_tpot_ms is not None else self.config.slo.default_tpot_ms,
             info.sheddable)
         candidates = self._live(pool, pods, build_candidates(pods, rows, predictions))
-        outcome = self._core.decide(pool, request, candidates)
+        pd = pool_cfg.pd
+        if pd is not None:
+            request = replace(request, slo_ttft_ms=None)  # the decode pod is judged on TPOT (as llm-d's P/D profile)
+        outcome = self._role_cores.get((pool, DECODE), self._core).decide(pool, request, candidates)
         decision = self._finish(info, budget, rows, outcome, fallback_reason, raw)
+        if pd is not None and decision.pod_url is not None:
+            decision = await self._pd_split(decision, pd, budget, hashes)
         if decision.pod_url is not None:
-            self._routed[decision.pod_url] = self._routed.get(decision.pod_url, 0) + 1
-            self._state.dispatch(decision.dispatch_id, decision.pod_url, decision.uncached_prefill_tokens)
-            self._prefix.record(decision.pod_url, hashes)
+            self._dispatched(decision, hashes)
         self._metrics.decided(pool, decision.shed, decision.reason, self._clock() - started)
         if self._tuning is not None:
             self._tuning.on_decision(budget, info.max_tokens, decision.predicted_ttft_ms, request.slo_ttft_ms,
                                      self._clock())
         return decision
+
+    def _dispatched(self, decision: Decision, hashes: Sequence[int]) -> None:
+        pod = decision.pod_url or ""
+        self._routed[pod] = self._routed.get(pod, 0) + 1
+        self._state.dispatch(decision.dispatch_id, pod, decision.uncached_prefill_tokens)
+        self._prefix.record(pod, hashes)
+
+    # -- prefill/decode disaggregation ---------------------------------------------------------
+    async def _pd_split(self, decode: Decision, pd: PdConfig, budget: Budget, hashes: Sequence[int]) -> Decision:
+        """The decider on the chosen decode pod, then (disaggregated) the prefill pod of ``pd.prefill_pool``."""
+        score = float(decode.features.get("prefix_cache_score", 0.0))
+        choice = decider.decide(pd.decider, pd.pd_threshold, budget.prompt_tokens, score)
+        info = decode.info
+        disaggregate = choice == decider.DISAGGREGATED and info is not None
+        prefill = await self._prefill_leg(info, pd.prefill_pool, budget, hashes) if info and disaggregate else None
+        if choice == decider.DISAGGREGATED and prefill is None:
+            choice = decider.NO_PREFILL_POD
+        self.pd.chose(decode.pool, choice, None if prefill is None else prefill.pod_url, decode.pod_url or "")
+        if prefill is None:
+            return replace(await self.serve_whole(decode), pd_choice=choice)
+        self._dispatched(prefill, hashes)
+        self._metrics.decided(prefill.pool, False, prefill.reason, 0.0)
+        return replace(decode, prefill=prefill, pd_choice=choice, uncached_prefill_tokens=0)
+
+    async def _prefill_leg(self, info: RequestInfo, pool: str, budget: Budget,
+                           hashes: Sequence[int]) -> Decision | None:
+        """The prefill pod for a disaggregated request (judged on TTFT, never shed); None without one. The leg's
+        decision carries no ``info``: its one-token answer teaches the classifier nothing."""
+        started = self._clock()
+        pods = self.members.pods(pool)
+        if not pods:
+            return None
+        scores = self._prefix.scores(pods, hashes)
+        rows = self._state.feature_rows(self._pools[pool], pods, budget.prompt_tokens, scores)
+        raw, fallback_reason = await self._predict(pool, rows, started)
+        predictions = None if raw is None else self.correction.apply(pods, raw, self._clock())
+        candidates = self._live(pool, pods, build_candidates(pods, rows, predictions))
+        request = SchedulingRequest(info.request_id, budget.prompt_tokens, info.slo_ttft_ms, None, False)
+        outcome = self._role_cores[(budget.pool, PREFILL)].decide(pool, request, candidates)
+        if outcome.index is None:
+            return None
+        leg = self._finish(info, replace(budget, pool=pool), rows, outcome, fallback_reason, raw)
+        return replace(leg, info=None)
+
+    async def serve_whole(self, decision: Decision) -> Decision:
+        """``decision``'s decode pod serving the request whole (the decider kept it, or its prefill pod failed):
+        ``pod_type`` "" in its features and, when the pool has predictors, that row's predictions."""
+        row = {**decision.features, "pod_type": WHOLE}
+        whole = replace(decision, features=row, prefill=None)
+        if decision.pool not in self._predictors or decision.pod_url is None:
+            return whole
+        raw, _ = await self._predict(decision.pool, [row], self._clock())
+        if raw is None:
+            return replace(whole, predicted_ttft_ms=None, predicted_tpot_ms=None, raw_predicted_ttft_ms=None,
+                           raw_predicted_tpot_ms=None)
+        ttft, tpot = self.correction.apply([decision.pod_url], raw, self._clock())[0][:2]
+        return replace(whole, predicted_ttft_ms=ttft, predicted_tpot_ms=tpot, raw_predicted_ttft_ms=raw[0].ttft_ms,
+                       raw_predicted_tpot_ms=raw[0].tpot_ms)
 
     def _live(self, pool: str, pods: tuple[str, ...], candidates: list[Candidate]) -> list[Candidate]:
         """Drop pods that left the pool while the decision awaited its predictions, and pods whose scrapes have
@@ -270,9 +345,10 @@ class Router:
         if self._reporter is not None:
             self._reporter.add(decision.pool, row)
         tpot = tpot_ms if output_tokens > 1 else None
-        slo_ttft = info.slo_ttft_ms if info and info.slo_ttft_ms is not None else self.config.slo.default_ttft_ms
-        slo_tpot = info.slo_tpot_ms if info and info.slo_tpot_ms is not None else self.config.slo.default_tpot_ms
-        self._metrics.slo(decision.pool, ttft_ms, tpot, slo_ttft, slo_tpot)
+        if decision.features.get("pod_type") != PREFILL:  # SLOs are the whole request's, not a prefill leg's
+            slo_ttft = info.slo_ttft_ms if info and info.slo_ttft_ms is not None else self.config.slo.default_ttft_ms
+            slo_tpot = info.slo_tpot_ms if info and info.slo_tpot_ms is not None else self.config.slo.default_tpot_ms
+            self._metrics.slo(decision.pool, ttft_ms, tpot, slo_ttft, slo_tpot)
         if streamed:
             self._learn(decision, ttft_ms, tpot)
 
@@ -301,7 +377,8 @@ class Router:
             return
         self._state.drop(pod)
         self._prefix.forget(pod)
-        self._core.balancer.forget(pool, pod)
+        for core in (self._core, *self._role_cores.values()):
+            core.balancer.forget(pool, pod)
         self._routed.pop(pod, None)
         if self._scraper is not None:
             self._scraper.forget(pod)
@@ -326,6 +403,8 @@ class Router:
                                 self._metrics.fallback_counts(), self._metrics.shed_counts(), self.members,
                                 self.discovery.status)
         status = build_status(sources, self._clock())
+        if self._role_cores:
+            status = {**status, "pd": self.pd.status()}
         tuning = self.tuning_status()
         return status if tuning is None else {**status, "tuning": tuning}
 

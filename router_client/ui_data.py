@@ -2,8 +2,8 @@
 
 ``status`` is ``Router.status()`` unchanged (so the page's numbers are the ``/status`` numbers); next to
 it: the pool classifier's thresholds, pool tuning's state when the router has it, the status sampled
-over time (``status_history``), exact per-pool coverage since start and the newest requests' predicted
-(at dispatch) vs measured latencies (``request_log``).
+over time (``status_history``), exact per-pool coverage since start, the newest requests' predicted
+(at dispatch) vs measured latencies (``request_log``) and, with P/D pools, what P/D routing did (``pd``).
 """
 
 from __future__ import annotations
@@ -57,5 +57,5 @@ def ui_data(router: Router, history: StatusHistory, requests: RequestLog, recent
         "classifier": _classifier(router), "tuning": _tuning(router, status),
         "totals": requests.totals(), "requests_logged": requests.last_seq,
         "recent": {p["name"]: _recent(requests, p["name"], recent) for p in status["pools"]},
-        "history": history.samples(), "history_every_s": history.every_s,
+        "history": history.samples(), "history_every_s": history.every_s, "pd": status.get("pd"),
     }

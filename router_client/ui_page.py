@@ -2,7 +2,8 @@
 
 Per pool: traffic share per pod over time, predicted (at dispatch) vs measured TTFT/TPOT over time and per
 request, per-pod correction factors over time, drift state, shed reasons and fallback decisions; the pool
-classifier's thresholds and pool tuning's recommendation when present. Every number from ``/status``
+classifier's thresholds and pool tuning's recommendation when present; P/D pools' pairs, times and decider
+choices (``router_client/pd/ui.py``). Every number from ``/status``
 carries ``data-key`` = its path in ``/ui/data`` (``status.pools.0.pods.1.routed`` …).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from router_client.pd.ui import section as pd_section
 from shared.charts import Frame, Series, bar_chart, cards, esc, line_chart, num, page, row, scatter_chart, table
 
 TIME_AXIS = "seconds (0 = now)"
@@ -168,4 +170,5 @@ def render(d: dict[str, Any], refresh_s: int) -> str:
     body = _classifier_section(d)
     for i, pool in enumerate(s["pools"]):
         body += _pool_section(i, pool, d)
+    body += pd_section(d.get("pd"))
     return page("latency-router status", subtitle, body, refresh_s)

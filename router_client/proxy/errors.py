@@ -73,3 +73,18 @@ class UpstreamUnavailable(ProxyError):
 
     def headers(self) -> dict[str, str]:
         return {"x-routed-pod": self.pod, "x-routed-pool": self.pool}
+
+
+class PrefillFailed(ProxyError):
+    """A disaggregated request's prefill pod failed and its pool's ``pd.on_prefill_failure`` is ``error``."""
+
+    status = 502
+    error_type = "prefill_failed"
+
+    def __init__(self, message: str, *, pod: str, pool: str) -> None:
+        super().__init__(message)
+        self.pod = pod
+        self.pool = pool
+
+    def headers(self) -> dict[str, str]:
+        return {"x-prefill-pod": self.pod, "x-routed-pool": self.pool}

@@ -12,16 +12,17 @@ import math
 import ssl
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 from starlette.responses import Response
 
-from router_client.proxy.errors import NoEndpoint, ProxyError, Shed, UpstreamUnavailable
+from router_client.proxy.errors import NoEndpoint, PrefillFailed, ProxyError, Shed, UpstreamUnavailable
 from router_client.proxy.metrics import Outcome, ProxyMetrics
-from router_client.proxy.parsing import parse_request, upstream_body
+from router_client.proxy.parsing import ParsedRequest, parse_request, upstream_body
 from router_client.proxy.relay import RelayResponse, StreamRelay
+from router_client.proxy.two_phase import TwoPhase
 from router_client.proxy.upstream import ConnectFailed, UpstreamError, UpstreamPool, UpstreamResponse
 from router_client.request_log import RequestLog
 from router_client.router import Decision, Router
@@ -65,6 +66,7 @@ class Forwarder:
         self._metrics = metrics
         self._clock = clock
         self._requests = requests
+        self._two_phase = TwoPhase(router, pool, clock)
 
     async def handle(self, route: str, body: bytes, headers: Mapping[str, str]) -> Response:
         try:
@@ -88,19 +90,23 @@ class Forwarder:
             raise Shed(decision.reason, retry_after_s=retry, pool=decision.pool, request_id=parsed.info.request_id)
         if decision.pod_url is None:
             raise NoEndpoint(f"no pod available in pool {decision.pool}: {decision.reason}", retry_after_s=1)
-        self._metrics.observe_predictions(labels, decision.predicted_ttft_ms, decision.predicted_tpot_ms)
-        call = _Call(self._router, self._metrics, decision, labels)
         started = self._clock()
-        call.log = self._requests, received, started
         self._metrics.overhead.observe(started - received)
+        forward = _forward_headers(headers, parsed.info.request_id)
+        call = _Call(self._router, self._metrics, decision, labels, clock=self._clock)
+        call.log = self._requests, received, started
+        out_body = upstream_body(parsed, body)
+        if decision.prefill is not None:
+            out_body = await self._prefill(call, route, parsed, body, forward, started)
+            decision = call.decision
+        self._metrics.observe_predictions(labels, _total_ttft(decision), decision.predicted_tpot_ms)
         try:
-            upstream = await self._pool.post(decision.pod_url, route, upstream_body(parsed, body),
-                                             _forward_headers(headers, parsed.info.request_id))
+            upstream = await self._pool.post(call.pod, route, out_body, forward)
         except UpstreamError as exc:
             kind = "connect" if isinstance(exc, ConnectFailed) else "no_response"
             call.report(Outcome(None, (self._clock() - started) * 1000.0, 0, None, kind))
-            raise UpstreamUnavailable(f"pod {decision.pod_url} did not answer: {exc}",
-                                      pod=decision.pod_url, pool=decision.pool) from None
+            raise UpstreamUnavailable(f"pod {call.pod} did not answer: {exc}",
+                                      pod=call.pod, pool=decision.pool) from None
         except BaseException:
             call.report(Outcome(None, (self._clock() - started) * 1000.0, 0, None, "client_disconnect"))
             raise
@@ -111,6 +117,21 @@ class Forwarder:
                             on_first_token=call.first_token, report=call.report, clock=self._clock)
         return _Streamed(RelayResponse(relay, upstream.status_code, out_headers, self._count_path),
                          upstream.status_code)
+
+    async def _prefill(self, call: _Call, route: str, parsed: ParsedRequest, body: bytes,
+                       forward: dict[str, str], started: float) -> bytes:
+        """The prefill leg (``two_phase``); ``call`` then reports the decode leg (or, on 502 / the client leaving
+        during the prefill, the request's failure)."""
+        try:
+            call.decision, out_body = await self._two_phase.prefill(route, parsed, body, call.decision, forward)
+        except PrefillFailed:
+            call.report(Outcome(None, (self._clock() - started) * 1000.0, 0, None, "prefill_failed"))
+            raise
+        except BaseException:
+            call.report(Outcome(None, (self._clock() - started) * 1000.0, 0, None, "client_disconnect"))
+            raise
+        call.leg_offset_s = self._clock() - started
+        return out_body
 
     def _count_path(self, path: str) -> None:
         self._metrics.child(self._metrics.relay_paths, path).inc()
@@ -138,36 +159,57 @@ class Forwarder:
 class _Call:
     """Reporting for one dispatched request (exactly once, to router and metrics)."""
 
-    __slots__ = ("_router", "_metrics", "decision", "pod", "_labels", "_reported", "log")
+    __slots__ = ("_router", "_metrics", "decision", "_labels", "_reported", "log", "leg_offset_s", "_clock")
 
-    def __init__(self, router: Router, metrics: ProxyMetrics, decision: Decision,
-                 labels: tuple[str, str, str]) -> None:
+    def __init__(self, router: Router, metrics: ProxyMetrics, decision: Decision, labels: tuple[str, str, str],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.leg_offset_s = 0.0
+        """Dispatch to this pod after the request's start (a decode leg: the prefill leg's time); the router learns
+        the leg's own latencies, the client-facing metrics and log the request's."""
         self._router = router
         self._metrics = metrics
         self.decision = decision
-        self.pod = decision.pod_url or ""
         self._labels = labels
         self._reported = False
         self.log: tuple[RequestLog | None, float, float] = (None, 0.0, 0.0)
         """Where the request is recorded, with the times it was received and dispatched (monotonic)."""
 
+    @property
+    def pod(self) -> str:
+        return self.decision.pod_url or ""
+
     def first_token(self) -> None:
         self._router.on_first_token(self.decision)
+        if self.decision.prefill is not None:
+            started = self.log[2]
+            self._router.pd.handed_over(self.decision.pool, self._clock() - started - self.leg_offset_s)
 
     def report(self, outcome: Outcome) -> None:
         if self._reported:
             return
         self._reported = True
         error = outcome.error_code is not None
-        self._router.on_complete(self.decision, outcome.ttft_ms or 0.0, outcome.e2e_ms, outcome.output_tokens,
+        offset_ms = self.leg_offset_s * 1000.0
+        ttft_ms = outcome.ttft_ms - offset_ms if outcome.ttft_ms is not None else 0.0
+        self._router.on_complete(self.decision, ttft_ms, outcome.e2e_ms - offset_ms, outcome.output_tokens,
                                  outcome.prompt_tokens, error=error)
         self._metrics.observe_outcome(self._labels, outcome)
         requests, received, started = self.log
         if requests is not None:
-            requests.add(self.decision, outcome.ttft_ms, outcome.tpot_ms, outcome.output_tokens, outcome.error_code,
+            logged = replace(self.decision, predicted_ttft_ms=_total_ttft(self.decision))
+            requests.add(logged, outcome.ttft_ms, outcome.tpot_ms, outcome.output_tokens, outcome.error_code,
                          received, started, outcome.e2e_ms)
         if outcome.error_code in ("midstream", "upstream_event"):
             self._metrics.child(self._metrics.stream_errors, self.decision.pool, self.pod).inc()
+
+
+def _total_ttft(decision: Decision) -> float | None:
+    """The request's predicted TTFT: a disaggregated one's is its prefill leg's + its decode leg's."""
+    leg = decision.prefill
+    if leg is None or decision.predicted_ttft_ms is None:
+        return decision.predicted_ttft_ms
+    return None if leg.predicted_ttft_ms is None else leg.predicted_ttft_ms + decision.predicted_ttft_ms
 
 
 def _forward_headers(headers: Mapping[str, str], request_id: str) -> dict[str, str]:
@@ -186,8 +228,13 @@ def _response_headers(upstream: UpstreamResponse, decision: Decision,
     out.append((b"x-routed-pool", decision.pool.encode()))
     out.append((b"x-request-id", request_id.encode()))
     out.append((b"x-routing-fallback", b"true" if decision.fallback else b"false"))
-    if decision.predicted_ttft_ms is not None:
-        out.append((b"x-predicted-ttft-ms", f"{decision.predicted_ttft_ms:.3f}".encode()))
+    if decision.pd_choice:
+        out.append((b"x-pd-choice", decision.pd_choice.encode()))
+    if decision.prefill is not None:
+        out.append((b"x-prefill-pod", (decision.prefill.pod_url or "").encode()))
+    ttft = _total_ttft(decision)
+    if ttft is not None:
+        out.append((b"x-predicted-ttft-ms", f"{ttft:.3f}".encode()))
     if decision.predicted_tpot_ms is not None:
         out.append((b"x-predicted-tpot-ms", f"{decision.predicted_tpot_ms:.3f}".encode()))
     return out

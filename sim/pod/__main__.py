@@ -10,8 +10,10 @@ from pathlib import Path
 
 from sim.engine.config import PRESETS, PROVISIONING_RULES, EngineConfig
 from sim.engine.errors import ConfigError, SimError
+from sim.engine.kv_transfer import KVLink
 from sim.pod.config import PodConfig
 from sim.pod.launch import PodGroup
+from sim.pod.transfer import ROLES
 from sim.scenario import TimedEvent, load_scenario
 
 
@@ -42,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TOML [[events]] (pods are pod-0 .. pod-<count-1>); at_s = virtual s since start")
     p.add_argument("--scenario-span-s", type=float, default=None,
                    help="virtual seconds that at_fraction = 1.0 stands for (at_fraction is an error without it)")
+    p.add_argument("--role", choices=ROLES, default="both",
+                   help="P/D role: prefill pods answer do_remote_decode requests with kv_transfer_params, decode pods "
+                   "pull the KV of do_remote_prefill requests over --kv-link-gbps (both: either)")
+    p.add_argument("--kv-link-gbps", type=float, default=100.0, help="decode pods' KV ingress bandwidth (Gbit/s)")
+    p.add_argument("--kv-link-latency-ms", type=float, default=1.0, help="per-transfer latency of that link")
     p.add_argument("--log-level", default="warning")
     return p
 
@@ -77,8 +84,12 @@ def configs_from_args(args: argparse.Namespace) -> list[PodConfig]:
         )
         engines[f"pod-{i}"] = engine
     events = scenario_events(args, engines)
+    try:
+        link = KVLink(args.kv_link_gbps, args.kv_link_latency_ms)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return [PodConfig(engine, args.time_scale, args.output_trace, args.max_queue, args.pool, pod_id=pod_id,
-                      scenario=tuple(e for e in events if e.pod == pod_id))
+                      scenario=tuple(e for e in events if e.pod == pod_id), role=args.role, kv_link=link)
             for pod_id, engine in engines.items()]
 
 

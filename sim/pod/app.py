@@ -24,6 +24,7 @@ from sim.pod.metrics import PodMetrics
 from sim.pod.openai import BadRequest, ParsedRequest, ResponseShaper, error_body, parse, usage
 from sim.pod.prompt import account
 from sim.pod.runtime import PodRuntime, TokenSink
+from sim.pod.transfer import Transfer, check_role, parse_transfer, remote_kv, returned_params
 from sim.workload.trace import output_length_sampler
 
 
@@ -69,6 +70,8 @@ class _Handler:
         except orjson.JSONDecodeError as exc:
             raise BadRequest(f"invalid JSON body: {exc}") from exc
         req = parse(body, kind)
+        transfer = parse_transfer(body)
+        check_role(self.cfg.role, transfer)
         block = self.cfg.engine.block_size
         prompt_tokens, hashes = account(req.text, req.token_ids, req.prompt_token_count, block)
         if self.runtime.engine.failed:
@@ -80,13 +83,25 @@ class _Handler:
         shaper = ResponseShaper(kind, self.model)
         sink = TokenSink(asyncio.get_running_loop(), limited)
         seq = Sequence(shaper.id, prompt_tokens, output, hashes, payload=sink)
+        seq.remote = sink.remote = remote_kv(transfer, self.cfg.engine.tensor_parallel_size)
         self.runtime.submit(seq)
         if req.stream:
             stream = self._sse(seq, sink, shaper, req.include_usage)
             return StreamingResponse(stream, media_type="text/event-stream")
-        return await self._collect(seq, sink, shaper)
+        return await self._collect(seq, sink, shaper, self._returned(request, transfer, shaper.id, prompt_tokens))
 
-    async def _collect(self, seq: Sequence, sink: TokenSink, shaper: ResponseShaper) -> Response:
+    def _returned(self, request: Request, transfer: Transfer, request_id: str,
+                  prompt_tokens: int) -> dict[str, object] | None:
+        """The ``kv_transfer_params`` of a prefill half's answer (None for any other request)."""
+        if not transfer.remote_decode:
+            return None
+        host, port = request.scope.get("server") or ("127.0.0.1", 0)
+        e = self.cfg.engine
+        return returned_params(self.cfg.pod_id, request_id, prompt_tokens, e.block_size, host, port,
+                               e.tensor_parallel_size)
+
+    async def _collect(self, seq: Sequence, sink: TokenSink, shaper: ResponseShaper,
+                       kv_params: dict[str, object] | None = None) -> Response:
         try:
             while True:
                 ev = await sink.queue.get()
@@ -98,6 +113,8 @@ class _Handler:
         if ev.error is not None:
             raise PodFailed(ev.error)
         body = shaper.full(ev.index, ev.finish_reason, usage(seq.prompt_len, ev.index))
+        if kv_params is not None:
+            body["kv_transfer_params"] = kv_params
         return Response(orjson.dumps(body), media_type="application/json")
 
     async def _sse(
@@ -171,7 +188,7 @@ def build_app(cfg: PodConfig) -> FastAPI:
         ok = runtime.alive and not runtime.engine.failed
         status = "ok" if ok else "failed" if runtime.engine.failed else "engine stopped"
         body = {"status": status, "model": handler.model, "pool": cfg.pool, "preset": cfg.engine.preset,
-                "pod": cfg.pod_id}
+                "pod": cfg.pod_id, "role": cfg.role}
         return JSONResponse(body, status_code=200 if ok else 503)
 
     add_admin_routes(app, runtime)

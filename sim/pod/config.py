@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim.engine.config import EngineConfig
+from sim.engine.kv_transfer import KVLink
 from sim.scenario import TimedEvent
 
 
@@ -28,3 +29,8 @@ class PodConfig:
     """Real seconds the engine may run behind the wall clock (GIL / CPU jitter) before its simulated
     clock is pushed forward; larger keeps simulated latencies exact under CPU contention, smaller keeps
     client-observed latencies closer to the simulated ones."""
+    role: str = "both"
+    """P/D role (``prefill``, ``decode``, ``both``; shown in /health): a prefill pod refuses ``do_remote_prefill``
+    requests, a decode pod ``do_remote_decode`` ones; ordinary requests go to every role (``sim/pod/transfer.py``)."""
+    kv_link: KVLink = field(default_factory=KVLink)
+    """The ingress link prompt KV of ``do_remote_prefill`` requests arrives over."""

@@ -73,12 +73,21 @@ class PodMetrics:
                                      registry=reg).labels(model)
         self.generation_tokens = Counter("vllm:generation_tokens", "Generation tokens processed.", lab,
                                          registry=reg).labels(model)
+        self.kv_transfer = Histogram("vllm:nixl_xfer_time_seconds", "KV transfer time of do_remote_prefill "
+                                     "requests (vLLM's NIXL name; simulated: queueing on the link + bytes / "
+                                     "bandwidth + latency).", lab, registry=reg, buckets=TTFT_BUCKETS).labels(model)
+        self.kv_bytes = Counter("vllm:nixl_bytes_transferred", "KV bytes pulled from prefill pods.", lab,
+                                registry=reg).labels(model)
 
     def attach_state(self, view: Callable[[], EngineView]) -> None:
         self.registry.register(_StateCollector(self.model, view))
 
     def observe_first_token(self, seconds: float) -> None:
         self.ttft.observe(seconds)
+
+    def observe_transfer(self, seconds: float, nbytes: float) -> None:
+        self.kv_transfer.observe(seconds)
+        self.kv_bytes.inc(nbytes)
 
     def observe_token_gap(self, seconds: float) -> None:
         self.tpot.observe(seconds)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sim.engine import Engine, Sequence, StepResult
+from sim.engine.kv_transfer import IngressLink, RemoteKV
 from sim.pod.config import PodConfig
 from sim.pod.metrics import PodMetrics
 from sim.pod.view import EngineView
@@ -45,6 +46,8 @@ class TokenSink:
         self.last_token_v = 0.0
         self.closed = False
         """Set when the request was lost; later token emissions are dropped."""
+        self.remote: RemoteKV | None = None
+        """A do_remote_prefill request's transfer (reported with its first token)."""
 
 
 class PodRuntime:
@@ -53,6 +56,7 @@ class PodRuntime:
             raise ValueError("time_scale must be > 0")
         self.cfg = cfg
         self.engine = Engine(cfg.engine)
+        self.engine.kv_ingress = IngressLink(cfg.kv_link)
         self.metrics = metrics
         self._cond = threading.Condition()
         self._inbox: list[Sequence] = []
@@ -199,7 +203,11 @@ class PodRuntime:
         if engine.has_work():
             engine.clock = max(engine.clock, now - self.cfg.max_lag_s / self.cfg.time_scale)
         for seq in self._inbox:
-            engine.add(seq, min(now, engine.clock) if engine.has_work() else now)
+            at = min(now, engine.clock) if engine.has_work() else now
+            if seq.remote is None:
+                engine.add(seq, at)
+            else:  # a do_remote_prefill request (sim/pod/transfer.py): its KV comes over the ingress link
+                engine.add_remote(seq, at, seq.remote)
         self._inbox.clear()
 
     def _publish(self, res: StepResult) -> None:
@@ -214,6 +222,8 @@ class PodRuntime:
                 reason = "length" if sink.length_limited else "stop"
             if seq.num_output == 1:
                 self.metrics.observe_first_token(res.end - seq.arrival)
+                if sink.remote is not None and sink.remote.transfer_s is not None:
+                    self.metrics.observe_transfer(sink.remote.transfer_s, sink.remote.nbytes)
             else:
                 self.metrics.observe_token_gap(res.end - sink.last_token_v)
             sink.last_token_v = res.end

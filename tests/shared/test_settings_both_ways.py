@@ -31,7 +31,7 @@ ENV_ROW = re.compile(r"^\| `([A-Z][A-Z0-9_]+)` \|", re.MULTILINE)
 
 def _router_config_models() -> list[type[BaseModel]]:
     """Every section of the router config and every scheduling plugin's ``Params``."""
-    modules = [importlib.import_module("router_client.config")]
+    modules = [importlib.import_module("router_client.config"), importlib.import_module("router_client.pd.config")]
     for path in sorted((REPO / "router_client" / "scheduling").rglob("*.py")):
         modules.append(importlib.import_module(".".join(path.relative_to(REPO).with_suffix("").parts)))
     return [obj for mod in modules for obj in vars(mod).values()

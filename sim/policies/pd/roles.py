@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 from router_client.candidates import pod_row
+from router_client.pd import decider
 from shared.features import FeatureRow
 from sim.cluster.policy import PodSnapshot, RequestView
 from sim.policies.options import PolicyOptions
@@ -38,14 +39,14 @@ class DeciderOptions(PolicyOptions):
 
 
     def disaggregate(self, request: RequestView, decode: PodSnapshot) -> bool:
-        if self.decider != "prefix":
-            return self.decider == "always"
-        return uncached_tokens(request, decode) >= self.pd_threshold
+        """The router's decider (``router_client.pd.decider``) on ``decode``'s prefix score."""
+        choice = decider.decide(self.decider, self.pd_threshold, request.prompt_tokens, decode.prefix_cache_score)
+        return choice == decider.DISAGGREGATED
 
 
 def uncached_tokens(request: RequestView, pod: PodSnapshot) -> int:
     """Prompt tokens ``pod`` would compute (router-side prefix score, as the replay dispatches)."""
-    return round(request.prompt_tokens * (1.0 - pod.prefix_cache_score))
+    return decider.uncached_tokens(request.prompt_tokens, pod.prefix_cache_score)
 
 
 def split(pods: Sequence[PodSnapshot]) -> tuple[list[PodSnapshot], list[PodSnapshot]]:
