@@ -33,13 +33,14 @@ from trainer.adaptive import AdaptiveLevel
 from trainer.budget import FitBudget
 from trainer.evaluate import Scores, covers, not_worse, row_losses, score
 from trainer.fit import FitParams, matrix_columns
-from trainer.fitted import FittedModel, fit_model, probe_columns
+from trainer.fitted import FittedModel, fit_model, newest_split, probe_columns
 from trainer.history import RetrainHistory
 from trainer.live import LiveBundle
 from trainer.metrics import TrainerMetrics
 from trainer.prequential import Prequential
 from trainer.publisher import Publisher
 from trainer.recency import Recency
+from trainer.rescaled_prior import rescaled_prior
 from trainer.window import Window
 
 log = logging.getLogger("trainer.retrain")
@@ -146,12 +147,30 @@ class Retrainer:
         served = live.predict(name, cols)
         live_scores = score(served, y, self.params.alpha)
         a, objective = self.params.alpha, self.params.objective
-        paired = (row_losses(fitted.holdout_pred, y, a, objective), row_losses(served, y, a, objective))
+        live_loss = row_losses(served, y, a, objective)
         live_rows = live.bundle.model_entry(name).training_rows
-        return Challenger(fitted, len(train), live_scores, paired, added, self._shift(live, name, fitted), live_rows)
+
+        def challenger(f: FittedModel) -> Challenger:
+            paired = (row_losses(f.holdout_pred, y, a, objective), live_loss)
+            return Challenger(f, len(train), live_scores, paired, added, self._shift(live, name, f), live_rows)
+
+        fitted_challenger = challenger(fitted)
+        if not live.bundle.model_entry(name).prior or objective != "quantile":
+            return fitted_challenger
+        before, _ = newest_split(train, holdout)
+        return self._pick(fitted_challenger, challenger(rescaled_prior(live, name, fitted, before, self.params)))
+
+    def _pick(self, fitted: Challenger, rescaled: Challenger) -> Challenger:
+        """The fitted model or the rescaled prior: a covering one first, then the lower pinball on the newest rows."""
+        alpha = self.params.alpha
+
+        def rank(c: Challenger) -> tuple[bool, float]:
+            return not c.covers(alpha), c.fitted.scores.pinball
+
+        return min((fitted, rescaled), key=rank)
 
     def _shift(self, live: LoadedBundle, name: str, fitted: FittedModel) -> float | None:
-        if live.bundle.manifest.prior:
+        if live.bundle.model_entry(name).prior:  # the shift bound protects a model trained on this pool
             return None
         grid = probe_columns()
         if name == "tpot" and self.params.tpot_zero_token_count:
