@@ -87,13 +87,15 @@ def test_output_document_shape(tmp_path: Path) -> None:
     args = argparse.Namespace(slo_ttft_ms=1000.0, coverage_after=10.0, engines=2, trace=Path("conv.csv"),
                               trace_start=0.0, duration=90.0, rps=0.5, max_model_len=4096, drain=60.0, seed=0,
                               retrain_interval=4.0, min_samples=20, predictor_timeout_ms=50.0,
-                              policies=["predicted-latency", "round-robin"])
+                              policies=["predicted-latency", "round-robin"], no_prior_profile=False,
+                              prior_profile=Path("p.json"), model=tmp_path)
     work = build(_trace(tmp_path), 5.0, 1.0, None, max_model_len=1024, vocab=512)
     spec = cli_main.engine_spec(argparse.Namespace(model=tmp_path, max_model_len=4096, python=None))
     runs = {"predicted-latency": PolicyRun(records, routed, {"pools": [{"name": "engine", "fallbacks": {}}]}),
             "round-robin": PolicyRun(records, [], {"pools": []})}
     doc = cli_main.result_doc(args, runs, spec, work)
     assert set(doc) == {"policies", "engines", "settings"}
+    assert doc["settings"]["prior_profile"] == "p.json"
     p = doc["policies"]["predicted-latency"]
     for key in ("requests", "errors", "shed", "ttft_ms", "tpot_ms", "slo_attainment", "served_coverage",
                 "throughput_rps", "router_ttft_ms", "router_tpot_ms", "clipped_prompts"):
