@@ -12,10 +12,11 @@ install: $(STAMP) browser
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || $(PY) deploy/install_chromium.py
 
+# uv (from PyPI, into the virtualenv) installs the project in seconds; pip does it when uv cannot be had or fails.
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	{ $(BIN)/pip install -q uv && $(BIN)/uv pip install -q --python $(BIN)/python -e '.[dev]'; } || \
+	  { $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev]'; }
 	$(BIN)/python deploy/install_kubectl.py
 	touch $(STAMP)
 

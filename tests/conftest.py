@@ -11,6 +11,9 @@ worker runs every such test, in file order, on one stack), ``browser`` (headless
 /etc/hosts; ``xdist_group("root")``: one writer at a time), ``engine`` (real vLLM engines; ``make test``
 deselects it, ``make test-engine`` runs it).
 
+Under ``-n`` the longest tests (``LONG_FIRST``, measured with ``--durations``) are handed out first, so that no
+worker is left with one of them at the end while the other waits.
+
 In CI (``CI`` set, as ``.ci/run`` runs) a skip of a ``browser`` or ``root`` test is a failure: the machine CI runs
 on has both, so such a skip can only hide a regression.
 """
@@ -33,6 +36,25 @@ FIXTURE_MARKERS = {"stack": "stack", "observed": "stack", "chromium": "browser",
 NEVER_SKIPPED_IN_CI = ("browser", "root")
 WORKER_GROUPS = ("stack", "root")
 """Under ``-n`` the tests of each run on one worker: one shared stack; one writer of /etc/hosts at a time."""
+LONG_FIRST = (
+    "tests/sim/test_pipeline_policies.py::test_correction_finds_the_faster_pod_in_virtual_time",
+    "tests/test_openapi.py::test_fuzz_",
+    "tests/proxy/test_demo.py::",
+    "tests/predictor/test_survival.py::test_restart_with_the_trainer_down",
+    "tests/test_keepalive.py::",
+    "tests/predictor/test_trust_boundary.py::test_pulls_from_a_token_protected_trainer",
+    "tests/sim/test_pipeline_policies.py::test_anti_starvation",
+    "tests/sim/test_replay_cli.py::test_trainer_upload",
+    "tests/sim/test_disagg.py::test_pd_policies_serve_a_trace",
+    "tests/test_suite.py::test_markers_come_from_fixtures",
+    "tests/trainer/test_crash.py::",
+    "tests/compose/",
+    "tests/trainer/test_idempotency.py::test_kill_9",
+    "tests/sim/test_clairvoyant.py::",
+    "tests/proxy/test_drift_live.py::",
+)
+"""Node-id prefixes of the tests that take 5-27 s each, longest first: moved to the front of the collection
+(xdist hands out the shared stack's and /etc/hosts' groups first, then single tests in collection order)."""
 
 
 def in_ci() -> bool:
@@ -52,11 +74,16 @@ def pytest_itemcollected(item: pytest.Item) -> None:
             break
 
 
+def _long_first(item: pytest.Item) -> int:
+    return next((i for i, prefix in enumerate(LONG_FIRST) if item.nodeid.startswith(prefix)), len(LONG_FIRST))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Name each grouped test ``<nodeid>@<group>``, as pytest-xdist's ``--dist loadgroup`` does: xdist 3.8 writes
-    ``item._nodeid``, which pytest 9 no longer reads (the node id is ``item._id``), so without this every group
-    would be spread over the workers."""
+    """The ``LONG_FIRST`` tests first (the rest in collection order). Name each grouped test ``<nodeid>@<group>``,
+    as pytest-xdist's ``--dist loadgroup`` does: xdist 3.8 writes ``item._nodeid``, which pytest 9 no longer reads
+    (the node id is ``item._id``), so without this every group would be spread over the workers."""
+    items.sort(key=_long_first)
     if not config.getoption("loadgroup", False):
         return
     for item in items:

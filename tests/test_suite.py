@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURE_MARKERS, in_ci
+from tests.conftest import FIXTURE_MARKERS, LONG_FIRST, in_ci
 
 REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
@@ -126,3 +126,12 @@ def test_every_fixture_marker_is_registered(request: pytest.FixtureRequest) -> N
     registered = {m.split(":")[0].split("(")[0] for m in PYPROJECT["markers"]}
     assert set(FIXTURE_MARKERS.values()) <= registered, set(FIXTURE_MARKERS.values()) - registered
     assert request.node.get_closest_marker("stack") is None
+
+
+@pytest.mark.parametrize("prefix", LONG_FIRST)
+def test_every_long_first_prefix_names_a_test(prefix: str) -> None:
+    """``LONG_FIRST`` cannot rot silently: each prefix names an existing test file (and test function)."""
+    path, _, name = prefix.partition("::")
+    assert (REPO / path).exists(), prefix
+    if name and (REPO / path).is_file():
+        assert f"def {name}" in (REPO / path).read_text(), prefix
