@@ -71,6 +71,10 @@ class TrainerSettings(CommonSettings):
         "quantile's calibration level moves by this × (target − the live model's coverage on the rows that arrived "
         "since the previous cycle), within [target − 0.1, target + 0.9 × (1 − target)] (0: always the target).",
         ge=0, le=1)
+    prior_min_fit_rows: int = env(
+        "LATENCY_PRIOR_MIN_FIT_ROWS", 50, "While a model kind is still served by a prior, a model fitted on fewer rows "
+        "than this cannot replace it: only the prior rescaled to the rows can (a quantile fit on a few dozen rows is "
+        "judged on a handful of newest rows and under-covers; 0: fits compete from the first cycle).", ge=0)
     publish_shift_min_rows: int = env(
         "LATENCY_PUBLISH_SHIFT_MIN_ROWS", 1000, "The shift bound protects only a live model trained on at least this "
         "many rows (a younger one extrapolates over most of the probe grid; a challenger still has to score and cover "

@@ -92,7 +92,7 @@ class Retrainer:
                  publisher: Publisher, live: LiveBundle, metrics: TrainerMetrics, prequential: Prequential,
                  recency: Recency, shift_bound: float = 1.5, history: RetrainHistory | None = None,
                  budget: FitBudget | None = None, shift_min_rows: int = 0,
-                 adaptive: AdaptiveLevel | None = None) -> None:
+                 adaptive: AdaptiveLevel | None = None, prior_min_fit_rows: int = 0) -> None:
         self.spec, self.params, self.min_samples = spec, params, min_samples
         self.budget = budget or FitBudget(0.0, 0)
         self.last_entries: dict[str, ModelEntry] = {}
@@ -100,6 +100,8 @@ class Retrainer:
         self.window, self.publisher, self.live, self.metrics = window, publisher, live, metrics
         self.prequential, self.recency, self.shift_bound = prequential, recency, shift_bound
         self.shift_min_rows = shift_min_rows
+        self.prior_min_fit_rows = prior_min_fit_rows
+        """Below this many rows only the rescaled prior may replace a live prior (``rescaled_prior``)."""
         self.adaptive = adaptive or AdaptiveLevel(params.alpha, 0.0)
         self.history = history
         self._fitted_at_rows = {name: -1 for name in MODEL_NAMES}
@@ -158,7 +160,10 @@ class Retrainer:
         if not live.bundle.model_entry(name).prior or objective != "quantile":
             return fitted_challenger
         before, _ = newest_split(train, holdout)
-        return self._pick(fitted_challenger, challenger(rescaled_prior(live, name, fitted, before, self.params)))
+        rescaled = challenger(rescaled_prior(live, name, fitted, before, self.params))
+        if len(train) + len(holdout) < self.prior_min_fit_rows:
+            return rescaled
+        return self._pick(fitted_challenger, rescaled)
 
     def _pick(self, fitted: Challenger, rescaled: Challenger) -> Challenger:
         """The fitted model or the rescaled prior: a covering one first, then the lower pinball on the newest rows."""

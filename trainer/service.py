@@ -76,7 +76,8 @@ class TrainerService:
                                    Recency(s.recency_half_life_sec, s.recency_floor), s.publish_shift_bound,
                                    self.history.retrains, FitBudget(s.fit_budget_sec, s.fit_min_location_rows),
                                    s.publish_shift_min_rows,
-                                   AdaptiveLevel(s.quantile_alpha, s.calibration_adapt_rate, MIN_FRESH_ROWS))
+                                   AdaptiveLevel(s.quantile_alpha, s.calibration_adapt_rate, MIN_FRESH_ROWS),
+                                   s.prior_min_fit_rows)
         self.loop = RetrainLoop(self.retrainer, s.retraining_interval_sec, self.metrics, s.fit_nice)
 
     def start(self, run_loop: bool = True) -> None:

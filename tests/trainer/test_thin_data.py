@@ -11,6 +11,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,12 +183,17 @@ def test_the_retrain_loop_and_the_threads_it_starts_run_nicer() -> None:
 
 
 def test_a_slow_engine_gets_its_first_fit_at_the_configured_row_count(
-        client_factory: Callable[..., TestClient]) -> None:
+        client_factory: Callable[..., TestClient], tmp_path: Path) -> None:
     """10 rows (a CPU engine's first ~15 s) are enough for a first fit when LATENCY_MIN_SAMPLES_FOR_RETRAIN is 10:
-    the window's holdout (10 %: one row) is grown to two newest rows, not waited on until 20 rows arrive."""
-    client = client_factory(min_samples_for_retrain=10)
-    post(client, make_rows(9, seed=7))
-    assert service_of(client).loop.run_cycle() is None
-    post(client, make_rows(1, seed=8))
-    assert service_of(client).loop.run_cycle() == 2
-    assert service_of(client).live.get().bundle.manifest.prior is False
+    the window's holdout (10 %: one row) is grown to two newest rows, not waited on until 20 rows arrive. Below
+    LATENCY_PRIOR_MIN_FIT_ROWS that first bundle is the prior rescaled to the rows; at 0, a fit may win at once."""
+    for min_fit_rows, prior in ((50, True), (0, False)):
+        client = client_factory(min_samples_for_retrain=10, prior_min_fit_rows=min_fit_rows,
+                                data_dir=str(tmp_path / f"data-{min_fit_rows}"))
+        post(client, make_rows(9, seed=7))
+        assert service_of(client).loop.run_cycle() is None
+        post(client, make_rows(1, seed=8))
+        assert service_of(client).loop.run_cycle() == 2
+        live = service_of(client).live.get().bundle
+        assert live.manifest.prior is prior
+        assert live.model_entry("ttft").candidate.startswith("prior x") is prior
