@@ -19,7 +19,7 @@ import numpy as np
 
 from shared.bundle import Calibration, ModelEntry
 from shared.features import TARGET_OF
-from shared.model import SCALE_BOUNDS, LoadedBundle
+from shared.model import SCALE_BOUNDS, LoadedBundle, quantile_key
 from trainer.calibrate import conformal_rank
 from trainer.evaluate import score
 from trainer.fit import FitParams, matrix_columns
@@ -35,17 +35,26 @@ def conformal_factor(ratio: np.ndarray, alpha: float) -> float:
     return float(ordered[conformal_rank(len(ordered), alpha) - 1])
 
 
-def scale_limits(entry: ModelEntry) -> tuple[float, float]:
-    """The factors that keep every quantile's calibration scale inside ``SCALE_BOUNDS``."""
-    scales = [c.scale for c in (entry.calibrations or {}).values()] or [
-        (entry.calibration or Calibration()).scale]
-    return max(SCALE_BOUNDS[0] / s for s in scales), min(SCALE_BOUNDS[1] / s for s in scales)
+def primary_calibration(entry: ModelEntry, default_quantile: float) -> Calibration:
+    primary = entry.primary_quantile if entry.primary_quantile is not None else default_quantile
+    if entry.calibrations is not None and quantile_key(primary) in entry.calibrations:
+        return entry.calibrations[quantile_key(primary)]
+    return entry.calibration or Calibration()
+
+
+def scale_limits(entry: ModelEntry, default_quantile: float) -> tuple[float, float]:
+    """The factors that keep the primary quantile's calibration scale inside ``SCALE_BOUNDS``."""
+    scale = primary_calibration(entry, default_quantile).scale
+    return SCALE_BOUNDS[0] / scale, SCALE_BOUNDS[1] / scale
 
 
 def rescaled_entry(entry: ModelEntry, factor: float, rows: int) -> ModelEntry:
-    """``entry`` serving every quantile ``factor`` times higher (``value × scale + offset``, both scaled)."""
+    """``entry`` serving every quantile ``factor`` times higher (``value × scale + offset``, both scaled); a
+    quantile whose scale would leave ``SCALE_BOUNDS`` (a tail quantile already calibrated far up) stops at the
+    bound (the served quantiles are sorted, so they never cross)."""
     def times(c: Calibration) -> Calibration:
-        return Calibration(scale=c.scale * factor, offset=c.offset * factor)
+        scale = min(max(c.scale * factor, SCALE_BOUNDS[0]), SCALE_BOUNDS[1])
+        return Calibration(scale=scale, offset=c.offset * scale / c.scale)
 
     cals = None if entry.calibrations is None else {k: times(c) for k, c in entry.calibrations.items()}
     primary = None if entry.calibration is None else times(entry.calibration)
@@ -61,7 +70,7 @@ def rescaled_prior(live: LoadedBundle, name: str, fitted: FittedModel, before: R
     y_before = before.column(TARGET_OF[name])
     base = live.predict(name, matrix_columns(name, before.data, zero))
     entry = live.bundle.model_entry(name)
-    low, high = scale_limits(entry)
+    low, high = scale_limits(entry, params.alpha)
     factor = min(max(conformal_factor(y_before / np.maximum(base, 1e-9), params.alpha), low), high)
     newest = fitted.newest
     pred = live.predict(name, matrix_columns(name, newest.data, zero)) * factor
