@@ -25,8 +25,10 @@ from shared.errors import BundleError
 from shared.features import MODEL_NAMES, FeatureSpec, smoke_columns
 
 TRANSFORMS = ("identity", "log1p")
-SCALE_BOUNDS = (0.25, 4.0)
-"""Calibration scales a trainer may publish (its conformal clamp); anything else is refused at load."""
+SCALE_BOUNDS = (1.0 / 16.0, 16.0)
+"""Calibration scales a trainer may publish; anything else is refused at load. A fitted model's conformal
+correction stays within ``trainer.calibrate.SCALE_BOUNDS`` (0.25–4); a prior rescaled to a pool's rows
+(``trainer.rescaled_prior``) may go further: a GPU-roofline prior serving a CPU engine is 4–6× low."""
 Evaluator = Callable[[np.ndarray], np.ndarray]
 """A model's raw margins: ``(n, features)`` float32 matrix → ``(n, outputs)`` (location booster included)."""
 Loader = Callable[[Bundle, str, int], tuple[Evaluator, str]]

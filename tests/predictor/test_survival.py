@@ -87,14 +87,14 @@ def test_manifest_edited_in_place_is_refused(bundle_root: Path) -> None:
 def test_calibration_out_of_bounds_is_refused_even_without_recorded_hashes(bundle_root: Path) -> None:
     build_bundle(bundle_root, 1)
     built = build_bundle(bundle_root, 2)
-    _edit_manifest(built.path, 10.0)  # TTFT ×10
+    _edit_manifest(built.path, 40.0)  # TTFT ×40: beyond the accepted 16
     (built.path / MANIFEST_SHA).unlink()
     set_current(bundle_root, 2)  # an old-style plain "2": no sha256 to compare with
     assert (bundle_root / CURRENT).read_text() == "2"
     with TestClient(create_app(dir_settings(bundle_root))) as c:
         status = c.get("/status").json()
         assert status["bundle"]["version"] == 1
-        assert "calibration scale 10" in status["refused"][0]["reason"]
+        assert "calibration scale 40" in status["refused"][0]["reason"]
 
 
 def test_pulled_manifest_must_match_the_announced_sha256(bundle_root: Path, tmp_path: Path) -> None:
