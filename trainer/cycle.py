@@ -160,10 +160,10 @@ class Retrainer:
         if not live.bundle.model_entry(name).prior or objective != "quantile":
             return fitted_challenger
         before, _ = newest_split(train, holdout)
-        rescaled = challenger(rescaled_prior(live, name, fitted, before, self.params))
+        raised = rescaled_prior(live, name, fitted, before, self.params)
         if len(train) + len(holdout) < self.prior_min_fit_rows:
-            return rescaled
-        return self._pick(fitted_challenger, rescaled)
+            return None if raised is None else challenger(raised)
+        return fitted_challenger if raised is None else self._pick(fitted_challenger, challenger(raised))
 
     def _pick(self, fitted: Challenger, rescaled: Challenger) -> Challenger:
         """The fitted model or the rescaled prior: a covering one first, then the lower pinball on the newest rows."""

@@ -4,7 +4,7 @@ A prior (the built-in GPU roofline, or a seed learnt in the simulator for the en
 of latency against prompt length and load right sooner than its *level*: a CPU engine runs 4-6x slower than
 the roofline's GPU, a loaded machine 10-30 % slower than the profile it was measured on. A fit on the first few
 dozen rows learns the level but not yet the shape, and under-covers. The rescaled prior keeps the prior's
-trees and multiplies every served quantile by one factor ``s``: the split-conformal quantile of
+trees and multiplies every served quantile by one factor ``s > 1``: the split-conformal quantile of
 ``y / prior`` over the rows before the newest (order statistic ``ceil(alpha (n + 1))`` of ``n``, which covers
 ``alpha`` of exchangeable next rows in expectation however small ``n`` is). It is scored on the newest rows
 exactly as a fitted challenger is, and the better of the two (covering first, then pinball) challenges the
@@ -63,15 +63,19 @@ def rescaled_entry(entry: ModelEntry, factor: float, rows: int) -> ModelEntry:
 
 
 def rescaled_prior(live: LoadedBundle, name: str, fitted: FittedModel, before: Rows,
-                   params: FitParams) -> FittedModel:
-    """The live prior of ``name`` rescaled on ``before`` (the rows older than ``fitted.newest``) and scored on
-    ``fitted.newest`` like ``fitted``."""
+                   params: FitParams) -> FittedModel | None:
+    """The live prior of ``name`` raised to cover ``before`` (the rows older than ``fitted.newest``) and scored on
+    ``fitted.newest`` like ``fitted``; None when it needs no raise. Only upward: a prior that over-covers is
+    conservative, and is replaced by a fit that does better (shrinking it to "just" α on early rows left no margin
+    once load grew: `make demo` on sim pods covered 67–84 % instead of 91–100 %)."""
     zero = params.tpot_zero_token_count
     y_before = before.column(TARGET_OF[name])
     base = live.predict(name, matrix_columns(name, before.data, zero))
     entry = live.bundle.model_entry(name)
     low, high = scale_limits(entry, params.alpha)
     factor = min(max(conformal_factor(y_before / np.maximum(base, 1e-9), params.alpha), low), high)
+    if factor <= 1.0:
+        return None
     newest = fitted.newest
     pred = live.predict(name, matrix_columns(name, newest.data, zero)) * factor
     scores = score(pred, newest.column(TARGET_OF[name]), params.alpha)
