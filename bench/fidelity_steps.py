@@ -53,10 +53,12 @@ def parse(lines: Iterable[str]) -> Iterator[LoggedStep]:
             yield LoggedStep(int(a), int(b), int(c), int(d), float(ms), float(kv) / 100.0)
 
 
-def formula_ms(profile: MeasuredProfile, step: LoggedStep) -> float:
+def formula_ms(profile: MeasuredProfile, step: LoggedStep, table: tuple[float, ...] | None = None) -> float:
+    """The profile's step formula for ``step`` (``table``: the fit's token table, when the caller has one)."""
     fit, shape = profile.fit, profile.engine
     tokens = step.ctx_tokens + step.gen_tokens
-    table = fit.token_ms_table(max(tokens, shape.max_num_batched_tokens))
+    if table is None or tokens >= len(table):
+        table = fit.token_ms_table(max(tokens, shape.max_num_batched_tokens))
     kv = step.kv_usage * shape.num_blocks * shape.block_size if step.gen_requests else 0.0
     per_chunk = step.ctx_tokens / max(step.ctx_requests, 1)
     return (fit.overhead_ms + fit.per_seq_ms * (step.ctx_requests + step.gen_requests) + table[tokens]
@@ -66,8 +68,9 @@ def formula_ms(profile: MeasuredProfile, step: LoggedStep) -> float:
 
 def table(profile: MeasuredProfile, steps: list[LoggedStep]) -> str:
     kinds: dict[str, list[tuple[float, float]]] = {}
+    tokens = profile.fit.token_ms_table(profile.engine.max_num_batched_tokens)
     for s in steps:
-        kinds.setdefault(s.kind, []).append((s.elapsed_ms, formula_ms(profile, s)))
+        kinds.setdefault(s.kind, []).append((s.elapsed_ms, formula_ms(profile, s, tokens)))
     lines = ["| logged steps | n | real p50 (ms) | profile formula p50 | real / formula (p50 of ratios) |",
              "|---|--:|--:|--:|--:|"]
     for kind in sorted(kinds):

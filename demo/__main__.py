@@ -35,6 +35,7 @@ from demo.stack import LONG, REPO, SHORT, PoolSpec, Stack, StackSpec
 from demo.truth import Joined, join
 from demo.watch import Watcher
 from demo.workload import DEFAULT_TRACE, ChatWorkload, TokenWorkload, load_trace
+from sim.engine.errors import ConfigError
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,6 +66,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-prior-profile", action="store_true",
                    help="with --engines: start from the built-in GPU prior instead")
     args = p.parse_args(argv)
+    if args.prior_profile is not None and not args.prior_profile.is_file():
+        p.error(f"--prior-profile {args.prior_profile}: no such file (a profile from python -m bench.engine_profile)")
     if args.engines:
         for name, value in ENGINE_DEFAULTS.items():
             if getattr(args, name) == p.get_default(name):
@@ -187,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: all child processes stopped", file=sys.stderr)
         return 130
-    except (StartupError, EngineMissing) as exc:
+    except (StartupError, EngineMissing, ConfigError) as exc:
         print(f"demo: the stack did not start: {exc}", file=sys.stderr)
         return 1
     print_report(summary)

@@ -26,6 +26,7 @@ from bench.real_engine.workload import Workload, build
 from demo import prior
 from demo.engine import DEFAULT_MODEL, ENGINE_STARTUP_S, EngineMissing, EngineSpec, start_engines
 from demo.procs import PortAllocator, ProcessSet, StartupError
+from sim.engine.errors import ConfigError
 
 
 def engine_spec(args: argparse.Namespace) -> EngineSpec:
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, _interrupt)
     try:
         run(args)
-    except (EngineMissing, StartupError, ValueError) as exc:
+    except (EngineMissing, StartupError, ValueError, ConfigError) as exc:
         print(f"bench.real_engine: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

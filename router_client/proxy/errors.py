@@ -60,31 +60,30 @@ class NoEndpoint(ProxyError):
         return {"retry-after": str(self.retry_after_s)}
 
 
-class UpstreamUnavailable(ProxyError):
-    """The chosen pod could not be reached (or dropped the connection) before answering."""
+class _PodFailure(ProxyError):
+    """A 502 about one pod of one pool (named in the response headers by the subclass)."""
 
     status = 502
-    error_type = "upstream_unavailable"
 
     def __init__(self, message: str, *, pod: str, pool: str) -> None:
         super().__init__(message)
         self.pod = pod
         self.pool = pool
+
+
+class UpstreamUnavailable(_PodFailure):
+    """The chosen pod could not be reached (or dropped the connection) before answering."""
+
+    error_type = "upstream_unavailable"
 
     def headers(self) -> dict[str, str]:
         return {"x-routed-pod": self.pod, "x-routed-pool": self.pool}
 
 
-class PrefillFailed(ProxyError):
+class PrefillFailed(_PodFailure):
     """A disaggregated request's prefill pod failed and its pool's ``pd.on_prefill_failure`` is ``error``."""
 
-    status = 502
     error_type = "prefill_failed"
-
-    def __init__(self, message: str, *, pod: str, pool: str) -> None:
-        super().__init__(message)
-        self.pod = pod
-        self.pool = pool
 
     def headers(self) -> dict[str, str]:
         return {"x-prefill-pod": self.pod, "x-routed-pool": self.pool}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from bench.real_engine.__main__ import prior_profile
 from bench.real_engine.cli import parse_args as bench_args
@@ -38,4 +41,12 @@ def test_demo_with_engines_seeds_unless_told_not_to(tmp_path: Path) -> None:
 def test_bench_real_engine_picks_the_profile() -> None:
     assert prior_profile(bench_args(BENCH)) == prior.DEFAULT_PROFILE
     assert prior_profile(bench_args([*BENCH, "--no-prior-profile"])) is None
-    assert prior_profile(bench_args([*BENCH, "--prior-profile", "p.json"])) == Path("p.json")
+    assert prior_profile(bench_args([*BENCH, "--prior-profile", str(prior.DEFAULT_PROFILE)])) == prior.DEFAULT_PROFILE
+
+
+@pytest.mark.parametrize("parse", [lambda a: bench_args([*BENCH, *a]), demo_args])
+def test_a_missing_profile_is_refused_at_the_command_line(
+        parse: Callable[[list[str]], object], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse(["--prior-profile", str(tmp_path / "none.json")])
+    assert exc.value.code == 2 and "--prior-profile" in capsys.readouterr().err
