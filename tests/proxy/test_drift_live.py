@@ -1,4 +1,4 @@
-"""Live: one sim pod made 3× slower through its admin endpoint shows up, within 60 s, in the router's per-pod
+"""Live: one sim pod made 4× slower through its admin endpoint shows up, within 60 s, in the router's per-pod
 correction factor and in its drift metrics (the raw model's coverage of that pod collapses; the corrected
 prediction follows the pod).
 
@@ -24,11 +24,15 @@ from demo.stack import PoolSpec, Stack, StackSpec
 from tests.waiting import wait_for
 
 SPEC = StackSpec(
-    pools=(PoolSpec("short", 2, 8192, max_num_seqs=64),), time_scale=0.25, retrain_interval_s=2.0,
+    pools=(PoolSpec("short", 2, 8192, max_num_seqs=64),), time_scale=1.0, retrain_interval_s=2.0,
     sync_interval_s=0.5, min_samples_for_retrain=30, trainer_env={"LATENCY_XGB_N_ESTIMATORS": "40"},
     router={"predictor_timeout_ms": 200.0, "reporter": {"flush_interval_s": 0.3}},
 )
-SLOWDOWN = 3.0
+SLOWDOWN = 4.0
+# Why real time and 4×: the relative correction applies about the square root of the slow/fast ratio (each pod's
+# factor over the pool's median of two), and the stack's own overheads on a loaded machine do not slow down with
+# the pod. At time_scale 0.25 and 3× the factor plateaued at 1.39–1.52 beside two busy loops (a CI run never
+# reached 1.5 in 60 s); at time_scale 1 and 4× it plateaus at 2.0–2.1, reached in ~6 s.
 
 
 @pytest.fixture(scope="module")
@@ -93,15 +97,21 @@ def test_slowed_pod_shows_in_correction_and_drift_within_60_s(live: Stack) -> No
         assert answer.status_code == 200, answer.text
         slowed_at = time.monotonic()
 
+        seen: list[str] = []
+
         def shows_up() -> str | None:
             text = client.get(live.router_url + "/metrics").text
             factor = metric_value(text, "router_pod_correction", pod=slow, target="ttft")
             other = metric_value(text, "router_pod_correction", pod=fast, target="ttft")
             model_cov = metric_value(text, "router_model_coverage", pod=slow, target="ttft")
+            seen.append(f"{time.monotonic() - slowed_at:.0f}s {factor:.2f}/{other:.2f} cov {model_cov:.2f}")
             return text if factor >= 1.5 * max(other, 1.0) and model_cov < 0.8 else None
 
-        text = wait_for(shows_up, timeout=60, interval=0.5, what="the slowdown in router_pod_correction and "
-                        "router_model_coverage")
+        try:
+            text = wait_for(shows_up, timeout=60, interval=0.5, what="the slowdown in router_pod_correction and "
+                            "router_model_coverage")
+        except AssertionError as err:
+            raise AssertionError(f"{err}; slow/fast factor, slow pod's raw coverage: {seen[::8]}") from None
         took = time.monotonic() - slowed_at
         status = client.get(live.router_url + "/status").json()
         client.post(slow + "/admin/scenario", json={"speed_factor": 1.0})
