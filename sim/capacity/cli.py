@@ -6,6 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
+from sim.capacity.pd_space import PdSpace
 from sim.capacity.rows import Settings
 from sim.capacity.slo import Slo
 from sim.capacity.space import CONFIGS, SearchSpace, file_space, preset_space
@@ -13,6 +14,7 @@ from sim.cluster.autoscale import AutoscaleConfig
 from sim.cluster.config_file import load_cluster_file
 from sim.engine.config import PRESETS
 from sim.engine.errors import ConfigError
+from sim.engine.kv_transfer import KVLink
 from sim.paths import default_trace
 from sim.replay.cli import parse_options
 from sim.workload.budgets import DEFAULT_MAX_TOKENS_POLICY, MaxTokensPolicy
@@ -60,6 +62,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None, help="JSON result")
     p.add_argument("--plot", type=Path, default=None, help="--compare: PNG of GPU-hours and P99 TTFT")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    pd = p.add_argument_group("aggregated vs prefill/decode disaggregation (--pd-compare)")
+    pd.add_argument("--pd-compare", action="store_true",
+                    help="fewest GPUs meeting a P99 TTFT and a P99 TPOT SLO together: aggregated pods vs the best "
+                    "P:D split (one engine, --preset at --tp)")
+    pd.add_argument("--pd-policy", default=None,
+                    help="the P/D replays' policy (default: pd-<--policy>, e.g. pd-load-prefix for load-prefix)")
+    pd.add_argument("--slo-tpot-ms", type=float, default=100.0, help="P99 TPOT SLO (ms)")
+    pd.add_argument("--link-gbps", type=float, default=None, help="KV transfer bandwidth per GPU NIC (default 100)")
+    pd.add_argument("--link-latency-ms", type=float, default=None, help="KV transfer latency (default 1)")
+    pd.add_argument("--start", type=float, default=0.0, help="slice start, trace seconds")
+    pd.add_argument("--duration", type=float, default=None, help="slice length, trace seconds")
     return p
 
 
@@ -84,9 +97,26 @@ def settings_from(args: argparse.Namespace) -> Settings:
         raise ConfigError("--coarse-fraction and --warmup-fraction must be in [0, 1)")
     if args.max_trials < 1:
         raise ConfigError(f"--max-trials must be >= 1, got {args.max_trials}")
+    if args.start < 0 or (args.duration is not None and args.duration <= 0):
+        raise ConfigError("--start must be >= 0 and --duration > 0")
     return Settings(args.trace or default_trace(), args.rate_scale, args.seed, Slo(args.slo_ttft_ms, args.attainment),
                     args.max_tokens_policy, args.coarse_fraction, args.warmup_fraction, args.limit, args.max_trials,
-                    autoscale_from(args))
+                    autoscale_from(args), args.start, args.duration)
+
+
+def pd_space_from(args: argparse.Namespace) -> PdSpace:
+    """``--pd-compare``'s configurations: one engine, the aggregated and the P/D policy."""
+    if args.cluster_config is not None or args.config is not None or args.compare:
+        raise ConfigError("--pd-compare builds its own pools: drop --compare / --config / --cluster-config")
+    tps = _ints(args.tp, "--tp") if args.tp is not None else ()
+    if len(tps) > 1:
+        raise ConfigError(f"--pd-compare compares at one TP degree, got --tp {args.tp}")
+    pd_policy = args.pd_policy or f"pd-{args.policy}"
+    link = KVLink(args.link_gbps if args.link_gbps is not None else KVLink.gbps,
+                  args.link_latency_ms if args.link_latency_ms is not None else KVLink.latency_ms)
+    return PdSpace(args.preset, tps[0] if tps else None, {"max_model_len": args.long_context}, link, args.policy,
+                   pd_policy, parse_options(args.policy_opt, args.policy), parse_options(args.policy_opt, pd_policy),
+                   args.max_pods)
 
 
 def autoscale_from(args: argparse.Namespace) -> AutoscaleConfig | None:

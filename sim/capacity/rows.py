@@ -41,13 +41,15 @@ class Settings:
     limit: int | None = None
     max_trials: int = 60
     autoscale: AutoscaleConfig | None = None
+    start_s: float = 0.0
+    duration_s: float | None = None
 
 
 @lru_cache(maxsize=2)
 def workload_of(settings: Settings) -> Workload:
     return load_workload(settings.trace, settings.rate_scale, settings.seed, settings.slo.ttft_ms,
                          MaxTokensPolicy.parse(settings.max_tokens_policy), settings.coarse_fraction,
-                         settings.warmup_fraction, settings.limit)
+                         settings.warmup_fraction, settings.limit, settings.start_s, settings.duration_s)
 
 
 def _logger(label: str, quiet: bool) -> Any:

@@ -58,8 +58,10 @@ class Workload:
 
 
 def load_workload(trace: Path, rate_scale: float, seed: int, slo_ttft_ms: float, max_tokens: MaxTokensPolicy,
-                  coarse_fraction: float, warmup_fraction: float, limit: int | None = None) -> Workload:
-    items = tuple(build_items(load_trace(trace, rate_scale, limit), seed, slo_ttft_ms=slo_ttft_ms,
+                  coarse_fraction: float, warmup_fraction: float, limit: int | None = None,
+                  start_s: float = 0.0, duration_s: float | None = None) -> Workload:
+    """``start_s`` / ``duration_s``: a slice of the trace, in its original time (as ``sim.replay --start``)."""
+    items = tuple(build_items(load_trace(trace, rate_scale, limit, duration_s, start_s), seed, slo_ttft_ms=slo_ttft_ms,
                               max_tokens=max_tokens))
     full = Window("full", items, 0)
     if coarse_fraction <= 0 or coarse_fraction >= 1 or len(items) < MIN_COARSE_REQUESTS:

@@ -255,7 +255,8 @@ def test_a_stopped_trial_agrees_with_the_whole_replay(tmp_path: Path) -> None:
     runner = TrialRunner(space, SLO, 0, lambda _: None)
     stopped = runner.run(work.full, Threshold(None), ((1, 1),), "x")
     assert stopped.extra.get("stopped") and not stopped.verdict.ok
-    assert runner.point(work.full, Threshold(None), "pod", 1, 1).failed
+    point = runner.point(work.full, Threshold(None), "pod", 1, 1)
+    assert point is not None and point.failed
     cfg = ClusterConfig(pools=space.pool_specs(Threshold(None), ((1, 1),)))
     _, whole = run_policy(cfg, work.full.items, "round-robin", slo_ttft_ms=SLO.ttft_ms)
     ttft = np.array([np.nan if r.ttft_ms is None else r.ttft_ms for r in whole.records])
