@@ -276,18 +276,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--csv", type=Path, default=None, help="per-request rows of the predicted-latency run")
+    p.add_argument("--policy", default="predicted-latency",
+                   help="the policy whose tail is analysed (a pipeline policy: its DecisionCore is recorded)")
+    p.add_argument("--policy-module", action="append", default=[],
+                   help="import a module that registers more policies (e.g. bench.routing_variants)")
     p.add_argument("--cost-every", type=int, default=250,
                    help="every N decisions, time a fork against a deep copy of every pod (0: never)")
     args = p.parse_args(argv)
+    for module in args.policy_module:
+        default_registry().load_module(module)
     slo = SLO_TTFT_MS[args.trace]
     trace = load_trace(shared_data_dir() / TRACES[args.trace], args.rate_scale, args.limit, args.duration,
                        args.start)
     items = build_items(trace, args.seed, slo_ttft_ms=slo)
     cfg = ClusterConfig(pools=(PoolSpec("pod", args.pods, EngineConfig.from_preset(PRESET)),))
-    pl, pl_rec = replay(items, cfg, "predicted-latency", args.seed, forecast=True, cost_every=args.cost_every)
-    print("predicted-latency done", file=sys.stderr, flush=True)
+    pl, pl_rec = replay(items, cfg, args.policy, args.seed, forecast=True, cost_every=args.cost_every)
+    print(f"{args.policy} done", file=sys.stderr, flush=True)
     cv, cv_rec = replay(items, cfg, "clairvoyant", args.seed, forecast=False)
-    doc = {"settings": {"trace": args.trace, "rate_scale": args.rate_scale, "pods": args.pods, "seed": args.seed,
+    doc = {"settings": {"policy": args.policy, "trace": args.trace, "rate_scale": args.rate_scale, "pods": args.pods,
+                        "seed": args.seed,
                         "start_s": args.start, "duration_s": args.duration, "limit": args.limit,
                         "requests": len(items)},
            **analyse(pl, cv, slo), "copy_cost": pl_rec.cost.summary(), "clairvoyant_status": cv_rec.status()}
