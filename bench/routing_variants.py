@@ -30,6 +30,7 @@ VARIANTS: Mapping[str, Mapping[str, str]] = MappingProxyType({
 """Variant name → the options it sets (see :class:`sim.policies.options.ReplayOptions`)."""
 
 FLOOR_VARIANTS: Mapping[str, Mapping[str, str]] = MappingProxyType({
+    "plqf-15k": {"floor_tokens_per_s": "15000"},
     "plqf-no-explore": {"exploration": "0"},
 })
 """The same on :mod:`bench.queue_floor`'s policy (its TTFT answer never below the queued prefill)."""
