@@ -5,11 +5,12 @@ Every trial is one replay of the window on a fresh cluster (:mod:`sim.capacity.p
 
 - **Aggregated**: the smallest ``n`` that passes, galloping from the load-based guess and bisecting
   (:func:`sim.capacity.gallop.smallest_ok`; assumes the test is monotone in ``n``).
-- **P/D at n pods**: more prefill pods lower TTFT, more decode pods lower TPOT, so among the splits ``P:(n-P)``
-  whose TTFT passes the one with the most decode pods has the best TPOT: bisect the smallest ``P`` in
-  ``[1, n-1]`` whose P99 TTFT passes, then ``n`` passes iff that split's TPOT does too. (Assumed monotone:
-  the decider keeps short or cached prompts on the decode pods, so TTFT also depends on ``D``; the trials log
-  every split measured.)
+- **P/D at n pods**: TPOT is the decode pods' (more of them: a smaller batch per step), so it is taken as
+  monotone in ``D``; TTFT is not monotone in either: too few prefill pods queue the prompts, too few decode
+  pods make the handed-over requests wait for KV blocks (one decode pod under 25 prefill pods: P99 TTFT
+  330 s). So: bisect the fewest decode pods ``D`` in ``[1, n-1]`` whose P99 TPOT passes — every other pod
+  prefills, the most TTFT capacity TPOT allows — and ``n`` passes iff that split's TTFT passes too, or, when
+  its TTFT misses, the split with one decode pod more (block waits). The trials log every split measured.
 - **P/D**: the smallest ``n`` whose best split passes, galloping from the aggregated answer.
 """
 
@@ -92,20 +93,25 @@ class PdCapacitySearch:
         return None if n is None else self.trials[(n,)]
 
     def best_split(self, n: int) -> Trial | None:
-        """The split of ``n`` pods with the most decode pods whose TTFT passes, if its TPOT passes too."""
+        """A passing split of ``n`` pods: the fewest decode pods whose TPOT passes, the rest prefill (or one
+        decode pod more, when the first fails TTFT by its block waits); None when neither passes."""
         if n < 2:
             return None
         lo, hi = 0, n - 1
-        if not self.measure((hi, 1)).verdict.ttft_ok:
+        if not self.measure((1, n - 1)).verdict.tpot_ok:
             return None
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            if self.measure((mid, n - mid)).verdict.ttft_ok:
+            if self.measure((n - mid, mid)).verdict.tpot_ok:
                 hi = mid
             else:
                 lo = mid
-        trial = self.trials[(hi, n - hi)]
-        return trial if trial.verdict.ok else None
+        for d in (hi, hi + 1):
+            if d < n:
+                trial = self.measure((n - d, d))
+                if trial.verdict.ok:
+                    return trial
+        return None
 
     def disaggregated(self, start: int) -> Trial | None:
         """The fewest pods (and their split) that pass disaggregated, galloping from ``start``."""

@@ -60,13 +60,13 @@ class Synthetic(PdCapacitySearch):
 
 
 @pytest.mark.parametrize(("need_p", "need_d", "n", "split"), [
-    (3, 2, 5, (3, 2)), (3, 2, 9, (3, 6)), (3, 2, 4, None), (1, 1, 2, (1, 1)), (7, 1, 7, None)])
-def test_best_split_is_the_fewest_prefill_pods_that_meet_ttft(need_p: int, need_d: int, n: int,
+    (3, 2, 5, (3, 2)), (3, 2, 9, (7, 2)), (3, 2, 4, None), (1, 1, 2, (1, 1)), (7, 1, 7, None), (2, 4, 6, (2, 4))])
+def test_best_split_is_the_fewest_decode_pods_that_meet_tpot(need_p: int, need_d: int, n: int,
                                                               split: tuple[int, int] | None) -> None:
     search = Synthetic(need_p, need_d, 99)
     found = search.best_split(n)
     assert (found.pods if found else None) == split
-    assert len(search.trials) <= 1 + math.ceil(math.log2(n)), "bisection, not a scan"
+    assert len(search.trials) <= 2 + math.ceil(math.log2(n)), "bisection, not a scan"
 
 
 def test_the_comparison_finds_each_side_fewest_pods() -> None:
@@ -75,6 +75,8 @@ def test_the_comparison_finds_each_side_fewest_pods() -> None:
     assert agg is not None and agg.pods == (9,)
     pd = search.disaggregated(9)
     assert pd is not None and pd.pods == (4, 3)
+    at_nine = search.best_split(9)
+    assert at_nine is not None and at_nine.pods == (6, 3)
     assert Synthetic(4, 3, 9, max_pods=6).disaggregated(6) is None
 
 
@@ -99,6 +101,8 @@ def test_pd_compare_on_a_tiny_trace(tmp_path: Path) -> None:
     assert pd is not None and pd.verdict.ok and pd.extra["disaggregated_share"] > 0
     n = sum(pd.pods)
     assert n == 2 or search.best_split(n - 1) is None, "one pod fewer has no passing split"
+    d = pd.pods[1]
+    assert d == 1 or not search.measure((n - d + 1, d - 1)).verdict.ok, "one decode pod fewer misses"
     out, png = tmp_path / "pd.json", tmp_path / "pd.png"
     code = capacity(["--pd-compare", "--trace", str(trace), "--preset", "llama3-8b-a100", "--rate-scale", "1",
                      "--slo-ttft-ms", "500", "--slo-tpot-ms", "30", "--max-tokens-policy", "fixed:256",
