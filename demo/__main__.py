@@ -65,7 +65,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "on it in the simulator (default: the committed profile of the default model)")
     p.add_argument("--no-prior-profile", action="store_true",
                    help="with --engines: start from the built-in GPU prior instead")
+    p.add_argument("--prior-speed-factor", type=float, default=prior.DEPLOYED_SPEED_FACTOR,
+                   help="with --engines: the prior's simulated steps last this many times the profile's "
+                        "(default: %(default)s, two engines + the stack on two cores)")
     args = p.parse_args(argv)
+    if not args.prior_speed_factor > 0:
+        p.error(f"--prior-speed-factor must be positive, got {args.prior_speed_factor:g}")
     if args.prior_profile is not None and not args.prior_profile.is_file():
         p.error(f"--prior-profile {args.prior_profile}: no such file (a profile from python -m bench.engine_profile)")
     if args.engines:
@@ -140,7 +145,7 @@ def trainer_env(args: argparse.Namespace) -> tuple[dict[str, str], str]:
     profile = args.prior_profile or prior.default_profile(args.model, DEFAULT_MODEL)
     if profile is None:
         return {}, ""
-    return prior.seed_env(profile, args.workdir / "prior-seed"), profile.name
+    return prior.seed_env(profile, args.workdir / "prior-seed", args.prior_speed_factor), profile.name
 
 
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher]:

@@ -33,6 +33,8 @@ from sim.paths import shared_data_dir
 from sim.policies.retrainer import sample_matrix
 from sim.replay.items import build_items
 from sim.replay.runner import run_policy
+from sim.scenario.change import PodChange
+from sim.scenario.schedule import Scenario, ScenarioEvent
 from sim.workload.trace import load_trace
 from trainer.cycle import bundle_meta
 from trainer.fit import FitParams
@@ -54,6 +56,17 @@ class SeedPlan:
     pod_class: str = ""
     """The ``pod_class`` the samples carry: what the router sends for these pods ('' unless configured)."""
     seed: int = 0
+    speed_factor: float = 1.0
+    """Every simulated step lasts this many times the profile's: the deployment's slowdown against the machine the
+    profile was measured on (e.g. two engines and the stack sharing the cores a single engine had to itself)."""
+
+
+def slowed(plan: SeedPlan, pod_ids: Sequence[str]) -> Scenario | None:
+    """The scenario that slows every pod by ``plan.speed_factor`` from the start (None at 1)."""
+    if plan.speed_factor == 1.0:
+        return None
+    change = PodChange(speed_factor=plan.speed_factor)
+    return Scenario(tuple(ScenarioEvent(i, pod, change, at_s=0.0) for i, pod in enumerate(pod_ids)), "speed_factor")
 
 
 def trace_file(name: str) -> Path:
@@ -65,6 +78,7 @@ def replay_samples(plan: SeedPlan, log: Any = None) -> list[dict[str, float | in
     """Training samples from every (trace, load, policy) replay, ``pod_class`` rewritten to the plan's."""
     engine = load_profile(plan.profile).engine_config()
     cfg = ClusterConfig(pools=(PoolSpec("pod", plan.pods, engine),))
+    scenario = slowed(plan, [p.pod_id for p in cfg.pods()])
     samples: list[dict[str, float | int | str]] = []
     for trace in plan.traces:
         rows = load_trace(trace_file(trace), 1.0, plan.requests)
@@ -74,7 +88,7 @@ def replay_samples(plan: SeedPlan, log: Any = None) -> list[dict[str, float | in
             scaled = load_trace(trace_file(trace), rps * plan.pods / native, plan.requests)
             items = build_items(scaled, plan.seed)
             for policy in POLICIES:
-                _, result = run_policy(cfg, items, policy, plan.seed)
+                _, result = run_policy(cfg, items, policy, plan.seed, scenario=scenario)
                 samples.extend({**s, "pod_class": plan.pod_class} for s in result.samples)
                 if log is not None:
                     print(f"prior_seed: {trace} {rps:g} req/s/pod {policy}: {len(result.samples)} samples",
@@ -120,7 +134,8 @@ def build_seed(plan: SeedPlan, out: Path, params: FitParams | None = None, log: 
         raise SystemExit(f"prior_seed: only {len(samples)} samples replayed; raise --requests or the loads")
     models = fit_seed(samples, params, spec)
     source = {"profile": plan.profile.name, "traces": list(plan.traces), "rps_per_pod": list(plan.rps_per_pod),
-              "pods": plan.pods, "samples": len(samples), "pod_class": plan.pod_class}
+              "pods": plan.pods, "samples": len(samples), "pod_class": plan.pod_class,
+              "speed_factor": plan.speed_factor}
     path = write_seed(out, models, params, spec, source)
     if log is not None:
         cov = {n: e.metrics.get("coverage") for n, (_, e) in models.items()}
@@ -135,6 +150,16 @@ def parse_floats(text: str) -> tuple[float, ...]:
     return values
 
 
+def positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sim.prior_seed", description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", type=Path, required=True, help="measured engine profile JSON")
@@ -146,13 +171,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=SeedPlan.requests, help="requests per replay")
     p.add_argument("--pod-class", default="", help="pod_class the router sends for these pods")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--speed-factor", type=positive, default=1.0,
+                   help="every simulated step lasts this many times the profile's (the deployment's slowdown)")
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     plan = SeedPlan(args.profile, tuple(t.strip() for t in args.traces.split(",") if t.strip()), args.rps_per_pod,
-                    args.pods, args.requests, args.pod_class, args.seed)
+                    args.pods, args.requests, args.pod_class, args.seed, args.speed_factor)
     build_seed(plan, args.out, log=sys.stderr)
 
 

@@ -45,7 +45,8 @@ def settings_doc(args: argparse.Namespace, workload: Workload) -> dict[str, Any]
             "drain_s": args.drain, "coverage_after_s": args.coverage_after, "seed": args.seed,
             "retrain_interval_s": args.retrain_interval, "min_samples_for_retrain": args.min_samples,
             "predictor_timeout_ms": args.predictor_timeout_ms, "policy_order": args.policies,
-            "prior_profile": None if (path := prior_profile(args)) is None else path.name}
+            "prior_profile": None if (path := prior_profile(args)) is None else path.name,
+            "prior_speed_factor": args.prior_speed_factor}
 
 
 def prior_profile(args: argparse.Namespace) -> Path | None:
@@ -83,7 +84,8 @@ def run(args: argparse.Namespace) -> None:
         engines.warm_up(urls, spec.served_name)
         say(f"{args.engines} engines healthy in {time.monotonic() - started:.0f} s: {', '.join(urls)}")
         profile = prior_profile(args)
-        env = {} if profile is None else prior.seed_env(profile, args.workdir / "prior-seed")
+        seed_dir = args.workdir / "prior-seed"
+        env = {} if profile is None else prior.seed_env(profile, seed_dir, args.prior_speed_factor)
         settings = RunSettings(tuple(urls), args.max_model_len, args.slo_ttft_ms, args.drain, args.retrain_interval,
                                args.min_samples, args.predictor_timeout_ms, args.seed, env)
         for name in args.policies:
