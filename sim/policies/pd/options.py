@@ -11,6 +11,13 @@ from sim.policies.options import ReplayOptions
 
 
 class PdOptions(ReplayOptions):
+    """``power`` and ``exploration`` default greedier than the aggregated policies' (4, 0.02): on a conv slice the
+    bench does not report (70B TP 4, 4P:2D, x2.5, seed 1) P99 TTFT was 1,442 ms with them, 1,196 ms with 16 and 0
+    (``pd-load-prefix``: 1,238 ms; ``max`` picker: 5,345 ms, it herds on tied predictions). See bench/RESULTS-pd.md.
+    """
+
+    power: float = Field(default=16.0, description="weighted-random exponent (both roles).", gt=0)
+    exploration: float = Field(default=0.0, description="Exploration share (both roles).", ge=0, le=1)
     decider: Literal["prefix", "always", "never", "predicted"] = Field(
         default="prefix", description="prefix (llm-d's prefix-based-pd-decider), always, never, or predicted "
         "(disaggregate iff the best pair's predicted TTFT beats the decode pod's predicted TTFT serving it whole).")
