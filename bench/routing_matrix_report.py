@@ -132,8 +132,18 @@ def table(doc: Mapping[str, Any]) -> str:
 COLOURS = {PL: "tab:orange", CV: "tab:green"}
 
 
+def clip_top(values: list[float]) -> float | None:
+    """A y-limit that keeps one outlier bar (e.g. least-kv at 2-5x the rest) from flattening the others:
+    1.3x the second largest when the largest is over 1.6x it, else None (no clipping)."""
+    if len(values) < 2:
+        return None
+    ordered = sorted(values)
+    return 1.3 * ordered[-2] if ordered[-1] > 1.6 * ordered[-2] > 0 else None
+
+
 def plot(path: Path, doc: Mapping[str, Any]) -> None:
-    """Per cell (first seed): P99 TTFT per policy as bars, SLO attainment as a red line, the SLO dashed."""
+    """Per cell (first seed): P99 TTFT per policy as bars (an outlier clipped and labelled, see :func:`clip_top`),
+    SLO attainment as a red line, the SLO dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -148,7 +158,14 @@ def plot(path: Path, doc: Mapping[str, Any]) -> None:
         pol = cell["seeds"][seed]["policies"]
         names = list(pol)
         x = list(range(len(names)))
-        ax.bar(x, [_p99(pol[n]) for n in names], color=[COLOURS.get(n, "tab:blue") for n in names])
+        values = [_p99(pol[n]) for n in names]
+        ax.bar(x, values, color=[COLOURS.get(n, "tab:blue") for n in names])
+        top = clip_top(values)
+        if top is not None:
+            ax.set_ylim(0, top)
+            for i, v in enumerate(values):
+                if v > top:
+                    ax.text(i, top * 0.97, f"{v:,.0f}↑", ha="center", va="top", fontsize=7, rotation=90, color="white")
         ax.axhline(cell["slo_ttft_ms"], color="grey", linestyle="--", linewidth=1)
         ax.set_xticks(x, names, rotation=35, ha="right", fontsize=8)
         ax.set_ylabel("P99 TTFT (ms)")

@@ -63,3 +63,11 @@ def test_headroom_share_and_targets() -> None:
                             "served_coverage_ttft_ge_0.88": True, "served_coverage_tpot_ge_0.88": False,
                             "cv_share_ge_0.5": True}
     assert headroom_share({**pols, "clairvoyant": _m(1100)}) is None  # no headroom: no share
+
+
+def test_the_plot_clips_only_an_outlier_bar() -> None:
+    from bench.routing_matrix_report import clip_top
+
+    assert clip_top([3000, 2900, 5700, 2800]) == pytest.approx(1.3 * 3000)
+    assert clip_top([3000, 2900, 4700, 2800]) is None  # 1.57x the second: kept
+    assert clip_top([1000]) is None
