@@ -31,7 +31,7 @@ VARIANTS: Mapping[str, Mapping[str, str]] = MappingProxyType({
 
 FLOOR_VARIANTS: Mapping[str, Mapping[str, str]] = MappingProxyType({
     "plqf-15k": {"floor_tokens_per_s": "15000"},
-    "plqf-no-explore": {"exploration": "0"},
+    "plqf-no-explore": {"floor_tokens_per_s": "15000", "exploration": "0"},
 })
 """The same on :mod:`bench.queue_floor`'s policy (its TTFT answer never below the queued prefill)."""
 
