@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.bench_pd_report import VARIANTS, cell_targets, format_cells, plot_cells
+from bench.bench_pd_report import VARIANTS, cell_targets, markdown_cells, plot_cells
 from sim.cluster.config import ClusterConfig, PoolSpec, parse_pd
 from sim.engine.config import EngineConfig
 from sim.engine.kv_transfer import KVLink
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
            "argv": sys.argv[1:] if argv is None else list(argv)}
     args.out.write_text(json.dumps(doc, indent=2))
     plot_cells(args.plot, cells)
-    print(format_cells(cells))
+    print(markdown_cells(cells))
     return 0
 
 

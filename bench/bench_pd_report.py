@@ -45,25 +45,6 @@ def cell_targets(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def format_cells(cells: Sequence[dict[str, Any]]) -> str:
-    lines = [f"{'cell':<28}{'load':>6}{'variant':>32}{'P99 TTFT':>10}{'p50':>8}{'TPOT p50':>10}"
-             f"{'P99 x':>8}{'p50 x':>8}{'TPOT x':>8}{'CPU s':>8}"]
-    for c in cells:
-        if c.get("rate_scale") is None:
-            lines.append(f"{c['cell']:<28}  {c.get('note', 'no load met the SLO')}")
-            continue
-        t = c["targets"]["variants"]
-        for name, r in c["runs"].items():
-            v = t.get(name, {})
-            ratios = (_f(v.get("p99_ttft_ratio"), 2), _f(v.get("p50_ttft_ratio"), 2), _f(v.get("tpot_p50_ratio"), 3))
-            lines.append(f"{c['cell']:<28}{c['rate_scale']:>6g}{name:>32}{_f(r['ttft_ms']['p99']):>10}"
-                         f"{_f(r['ttft_ms']['p50']):>8}{_f(r['tpot_ms']['p50'], 1):>10}"
-                         f"{ratios[0]:>8}{ratios[1]:>8}{ratios[2]:>8}{_f(r['cpu_s'], 1):>8}")
-        for pd, cpu in c["targets"]["cpu"].items():
-            lines.append(f"{c['cell']:<28}  CPU {pd} / {cpu['aggregated']}: {cpu['ratio']}")
-    return "\n".join(lines)
-
-
 def _f(v: float | None, digits: int = 0) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
