@@ -75,6 +75,10 @@ class TrainerSettings(CommonSettings):
         "LATENCY_PRIOR_MIN_FIT_ROWS", 50, "While a model kind is still served by a prior, a model fitted on fewer rows "
         "than this cannot replace it: only the prior rescaled to the rows can (a quantile fit on a few dozen rows is "
         "judged on a handful of newest rows and under-covers; 0: fits compete from the first cycle).", ge=0)
+    prior_anchor_rows: int = env(
+        "LATENCY_PRIOR_ANCHOR_ROWS", 200, "A model fitted on fewer rows than this is also fitted continuing from the "
+        "prior's location, and the lower log-RMSE on the newest rows wins (shrinkage toward the prior while data is "
+        "thin: the trees learn what the rows support, the prior's shape stays elsewhere; 0: never).", ge=0)
     publish_shift_min_rows: int = env(
         "LATENCY_PUBLISH_SHIFT_MIN_ROWS", 1000, "The shift bound protects only a live model trained on at least this "
         "many rows (a younger one extrapolates over most of the probe grid; a challenger still has to score and cover "

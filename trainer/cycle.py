@@ -30,6 +30,7 @@ from shared.errors import TrainingError
 from shared.features import MODEL_NAMES, TARGET_OF, FeatureSpec
 from shared.model import LoadedBundle, load_bundle
 from trainer.adaptive import AdaptiveLevel
+from trainer.anchor import Anchors
 from trainer.budget import FitBudget
 from trainer.evaluate import Scores, covers, not_worse, row_losses, score
 from trainer.fit import FitParams, matrix_columns
@@ -92,7 +93,8 @@ class Retrainer:
                  publisher: Publisher, live: LiveBundle, metrics: TrainerMetrics, prequential: Prequential,
                  recency: Recency, shift_bound: float = 1.5, history: RetrainHistory | None = None,
                  budget: FitBudget | None = None, shift_min_rows: int = 0,
-                 adaptive: AdaptiveLevel | None = None, prior_min_fit_rows: int = 0) -> None:
+                 adaptive: AdaptiveLevel | None = None, prior_min_fit_rows: int = 0,
+                 anchors: Anchors | None = None) -> None:
         self.spec, self.params, self.min_samples = spec, params, min_samples
         self.budget = budget or FitBudget(0.0, 0)
         self.last_entries: dict[str, ModelEntry] = {}
@@ -102,6 +104,8 @@ class Retrainer:
         self.shift_min_rows = shift_min_rows
         self.prior_min_fit_rows = prior_min_fit_rows
         """Below this many rows only the rescaled prior may replace a live prior (``rescaled_prior``)."""
+        self.anchors = anchors
+        """The prior's locations a fit on thin data continues from (``trainer.anchor``; None: never)."""
         self.adaptive = adaptive or AdaptiveLevel(params.alpha, 0.0)
         self.history = history
         self._fitted_at_rows = {name: -1 for name in MODEL_NAMES}
@@ -136,7 +140,8 @@ class Retrainer:
                           self.min_samples, added - self._fitted_at_rows[name])
             return None
         params = replace(self.budget.params(name, self.params), calibration_level=self.adaptive.level(name))
-        fitted = fit_model(self.spec, name, train, holdout, params, self.recency)
+        anchor = self.anchors.for_fit(name, total) if self.anchors is not None else None
+        fitted = fit_model(self.spec, name, train, holdout, params, self.recency, anchor)
         self.budget.observe(name, fitted.entry)
         self.last_entries[name] = fitted.entry
         self.metrics.fit_seconds.labels(model=name).observe(fitted.fit_seconds)

@@ -72,6 +72,9 @@ class FitParams:
     prior_spread_rows: int = 200
     """While data is thin each quantile keeps at least the prior's spread above the location, weighted
     ``prior_spread_rows / (rows + prior_rows)`` (``trainer.calibrate.spread_floor``; 0: no floor)."""
+    anchored_only: bool = False
+    """With an anchor (``trainer.anchor``), only the candidates continued from it compete (default: those and the
+    plain ones, the lowest log-RMSE on the newest rows wins)."""
     seed: int = 0
     extra: Mapping[str, object] = field(default_factory=dict)
 
@@ -103,10 +106,11 @@ def booster_params(params: FitParams, name: str, features: Sequence[str], candid
 
 
 def train_stopped(params: Mapping[str, object], dfit: xgb.DMatrix, dstop: xgb.DMatrix, rounds: int,
-                  patience: int) -> xgb.Booster:
-    """Boost up to ``rounds`` with early stopping on ``dstop``; keep the best iteration."""
+                  patience: int, start: xgb.Booster | None = None) -> xgb.Booster:
+    """Boost up to ``rounds`` with early stopping on ``dstop``; keep the best iteration. With ``start``, boosting
+    continues from that booster (a copy: its trees come first in the result, ``trainer.anchor``)."""
     booster = xgb.train(dict(params), dfit, num_boost_round=rounds, evals=[(dstop, "stop")],
-                        early_stopping_rounds=patience, verbose_eval=False)
+                        early_stopping_rounds=patience, verbose_eval=False, xgb_model=start)
     return booster[: booster.best_iteration + 1]
 
 

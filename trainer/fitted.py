@@ -153,24 +153,31 @@ def _scale(start: np.ndarray) -> np.ndarray:
 
 
 def _location(d: _Data, params: FitParams, candidate: Candidate, dfit: xgb.QuantileDMatrix,
-              dstop: xgb.QuantileDMatrix) -> xgb.Booster:
+              dstop: xgb.QuantileDMatrix, anchor: xgb.Booster | None) -> xgb.Booster:
     objective = {"objective": "reg:squarederror", "eval_metric": "rmse"}
     return train_stopped(booster_params(params, d.name, d.features, candidate, objective), dfit, dstop,
-                         params.rounds, params.early_stopping)
+                         params.rounds, params.early_stopping, anchor)
 
 
-def _select(d: _Data, params: FitParams) -> tuple[Candidate, xgb.Booster, dict[str, float]]:
-    """Fit every candidate's location; the lowest RMSE (log space) on the newest rows wins."""
+def _select(d: _Data, params: FitParams,
+            anchor: xgb.Booster | None) -> tuple[str, Candidate, xgb.Booster, dict[str, float]]:
+    """Fit every candidate's location — from a constant and, with ``anchor``, also continued from it (named
+    ``prior+…``; ``FitParams.anchored_only``: only those) —; the lowest RMSE (log space) on the newest rows wins.
+    Returns (its name, the candidate, its location, every candidate's RMSE)."""
     dfit = _matrix(d, d.loc, params)
     dstop = _matrix(d, d.stop, params, ref=dfit, weighted=False)
     z_new = np.log1p(d.y_new) if d.logged else d.y_new
+    plain = [] if anchor is not None and params.anchored_only else [("", None)]
+    starts = plain + ([("prior+", anchor)] if anchor is not None else [])
     fitted, scores = {}, {}
     for candidate in params.candidates:
-        booster = _location(d, params, candidate, dfit, dstop)
-        fitted[candidate.name] = (candidate, booster)
-        scores[candidate.name] = round(float(np.sqrt(np.mean((z_new - margin(booster, d.x_new)) ** 2))), 6)
+        for prefix, start in starts:
+            booster = _location(d, params, candidate, dfit, dstop, start)
+            name = prefix + candidate.name
+            fitted[name] = (candidate, booster)
+            scores[name] = round(float(np.sqrt(np.mean((z_new - margin(booster, d.x_new)) ** 2))), 6)
     best = min(scores, key=scores.__getitem__)
-    return fitted[best][0], fitted[best][1], scores
+    return best, fitted[best][0], fitted[best][1], scores
 
 
 def _quantiles(d: _Data, params: FitParams, candidate: Candidate, location: xgb.Booster) -> xgb.Booster:
@@ -201,13 +208,14 @@ def _raw(location: xgb.Booster, booster: xgb.Booster | None, x: np.ndarray, k: i
 
 
 def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitParams,
-              recency: Recency | None = None) -> FittedModel:
-    """Fit, select, calibrate and score model ``name`` (CPU-bound: call off the event loop)."""
+              recency: Recency | None = None, anchor: xgb.Booster | None = None) -> FittedModel:
+    """Fit, select, calibrate and score model ``name`` (CPU-bound: call off the event loop); with ``anchor`` (a
+    location booster in log1p space, ``trainer.anchor``) every candidate's location continues from it."""
     started, cpu_started = time.perf_counter(), time.thread_time()
     train, newest = newest_split(train, newest)
     d = _data(spec, name, train, newest, params, recency or Recency())
     location_started = time.perf_counter()
-    candidate, location, selection = _select(d, params)
+    chosen, candidate, location, selection = _select(d, params, anchor if d.logged else None)
     location_seconds = time.perf_counter() - location_started
     booster = _quantiles(d, params, candidate, location) if d.logged and len(d.fit) >= MIN_QUANTILE_ROWS else None
     served = params.served if booster is not None else (params.alpha,)
@@ -224,7 +232,7 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     scores = score(holdout_pred, d.y_new, params.alpha)
     reference = _reference(raw_ref[:, primary], d.y[d.stop], cals[primary], params, d.logged)
     fit_seconds = time.perf_counter() - started
-    entry = _entry(d, params, served, cals, candidate, selection, location, booster, len(train), len(newest))
+    entry = _entry(d, params, served, cals, chosen, selection, location, booster, len(train), len(newest))
     entry.update(fit_seconds=round(fit_seconds, 4), fit_cpu_seconds=round(time.thread_time() - cpu_started, 4),
                  location_seconds=round(location_seconds, 4), location_fit_rows=len(d.loc),
                  calibration_level=round(levels[primary], 4),
@@ -245,7 +253,7 @@ def _reference(raw: np.ndarray, y: np.ndarray, cal: Calibration, params: FitPara
     return score(pred, y, params.alpha)
 
 
-def _entry(d: _Data, params: FitParams, served: tuple[float, ...], cals: list[Calibration], candidate: Candidate,
+def _entry(d: _Data, params: FitParams, served: tuple[float, ...], cals: list[Calibration], candidate: str,
            selection: dict[str, float], location: xgb.Booster, booster: xgb.Booster | None, train_rows: int,
            newest_rows: int) -> dict[str, Any]:
     return {
@@ -253,7 +261,7 @@ def _entry(d: _Data, params: FitParams, served: tuple[float, ...], cals: list[Ca
         "target_transform": "log1p" if d.logged else "identity",
         "calibration": cals[served.index(params.alpha)].as_dict(),
         "calibrations": {quantile_key(q): c.as_dict() for q, c in zip(served, cals, strict=True)},
-        "candidate": candidate.name, "selection_log_rmse": selection,
+        "candidate": candidate, "selection_log_rmse": selection,
         "location_rounds": location.num_boosted_rounds(),
         "quantile_rounds": booster.num_boosted_rounds() if booster is not None else 0,
         "training_rows": train_rows, "fit_rows": len(d.fit), "stop_rows": len(d.stop), "holdout_rows": newest_rows,

@@ -10,12 +10,23 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from shared.bundle import current_version, fallback_order, read_bundle, read_version, set_current, sha256
+from shared.bundle import (
+    assemble,
+    current_version,
+    fallback_order,
+    in_memory,
+    read_bundle,
+    read_version,
+    set_current,
+    sha256,
+)
 from shared.errors import BundleError
 from shared.model import LoadedBundle, load_bundle
+from shared.timefmt import rfc3339
 from shared.trainer_settings import TrainerSettings
 from shared.unknown_fields import UnknownFields
 from trainer.adaptive import AdaptiveLevel
+from trainer.anchor import Anchors
 from trainer.budget import FitBudget
 from trainer.cycle import MIN_FRESH_ROWS, Retrainer, bundle_meta
 from trainer.fit import FitParams
@@ -77,7 +88,7 @@ class TrainerService:
                                    self.history.retrains, FitBudget(s.fit_budget_sec, s.fit_min_location_rows),
                                    s.publish_shift_min_rows,
                                    AdaptiveLevel(s.quantile_alpha, s.calibration_adapt_rate, MIN_FRESH_ROWS),
-                                   s.prior_min_fit_rows)
+                                   s.prior_min_fit_rows, Anchors(self._prior, self.spec, s.prior_anchor_rows))
         self.loop = RetrainLoop(self.retrainer, s.retraining_interval_sec, self.metrics, s.fit_nice)
 
     def start(self, run_loop: bool = True) -> None:
@@ -119,8 +130,24 @@ class TrainerService:
             return loaded
         return None
 
+    def _seed_path(self) -> Path:
+        return Path(self.settings.seed_dir) if self.settings.seed_dir else self.data_dir / "seed"
+
+    def _prior(self) -> LoadedBundle:
+        """The prior this trainer starts from (the seed when one is configured and valid, else the built-in prior),
+        loaded without publishing: what ``trainer.anchor`` anchors thin fits to, also after a restart."""
+        seed = self._seed_path()
+        if (seed / "manifest.json").is_file():
+            try:
+                return load_bundle(read_bundle(seed, self.settings.hmac_key), self.spec, nthread=1)
+            except BundleError as exc:
+                log.error("seed bundle in %s rejected as the anchor of thin fits: %s", seed, exc)
+        models = fit_prior(self.spec, self.params.served, self.params.alpha)
+        manifest, files = assemble(0, rfc3339(), models, bundle_meta(self.spec, self.params, prior=True), None)
+        return load_bundle(in_memory(manifest, files), self.spec, nthread=1)
+
     def _import_seed(self) -> LoadedBundle | None:
-        seed = Path(self.settings.seed_dir) if self.settings.seed_dir else self.data_dir / "seed"
+        seed = self._seed_path()
         if not (seed / "manifest.json").is_file():
             return None
         metadata = seed / "metadata.json"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from demo.load import Record
-from demo.truth import PARTS, Joined, accuracy, join, overhead, tolerance, verdict
+from demo.truth import PARTS, Joined, accuracy, in_band, join, overhead, verdict
 from demo.watch import BundleSeen
 
 
@@ -26,7 +26,9 @@ def _joined(n: int, covered: float, *, raw_covered: float | None = None, phase: 
 
 @pytest.mark.parametrize(("joined", "met", "phrase"), [
     (_joined(200, 0.9), True, "Predictions MET"),
-    (_joined(200, 0.99), True, "is conservative"),
+    (_joined(200, 0.99), False, "99 % is conservative (above 94 %)"),
+    (_joined(200, 0.94), True, "Predictions MET"),
+    (_joined(200, 0.85), False, "did NOT meet"),
     (_joined(60, 0.2, phase="prior") + _joined(200, 0.92, start=60), False,
      "untrained prior bundle served the first 60"),
     (_joined(200, 0.7, raw_covered=0.9), False, "the per-pod correction lowered it"),
@@ -44,8 +46,10 @@ def test_a_miss_without_a_simpler_explanation_points_at_the_latency_and_the_wors
     assert "did NOT meet" in line and "ran above the predictions" in line and "lowest pod pod-" in line
 
 
-def test_tolerance_is_two_binomial_sigmas_but_at_least_two_points() -> None:
-    assert tolerance(0.9, 10_000) == 0.02 and tolerance(0.9, 100) == pytest.approx(0.06)
+def test_the_band_is_the_quantile_plus_or_minus_four_points_on_thirty_pairs_or_more() -> None:
+    assert in_band({"pairs": 30, "coverage": 0.86}, 0.9) and in_band({"pairs": 30, "coverage": 0.94}, 0.9)
+    assert not in_band({"pairs": 30, "coverage": 0.85}, 0.9) and not in_band({"pairs": 30, "coverage": 0.95}, 0.9)
+    assert not in_band({"pairs": 29, "coverage": 0.9}, 0.9)
 
 
 def test_join_splits_the_client_ttft_into_parts_that_add_up_and_finds_the_phase() -> None:
