@@ -6,12 +6,13 @@ next regime (a burst of long prompts, a decode batch that grows). On a real engi
 learnt for the deployed shape) such a fit on 50 rows replaced a prior that covered 0.92 of TPOTs and covered 0.78.
 
 An *anchored* fit continues boosting from the prior's location (log1p ms) instead of from a constant: the trees
-learn the correction the rows support, the prior's shape stays where they say nothing, and the conformal
-calibration sets the level as for any fit. The published booster holds the prior's trees and the new ones (XGBoost
-training continuation), so predictors evaluate it like any other. The anchor of a model is the prior's own location
-booster when it has one in log1p space (a seed learnt in the simulator, ``sim.prior_seed``); otherwise a booster
-distilled from the prior's p50 over the typical grid (the built-in roofline prior serves its quantiles in ms from
-one multi-output booster).
+learn the correction the rows support, the prior's shape stays where they say nothing, and the conformal calibration
+sets the level as for any fit. Anchored and plain candidates compete on the newest rows (the lower log-RMSE wins: a
+prior whose shape is wrong for the pool loses to the plain fit). The published booster holds the prior's trees and
+the new ones (XGBoost training continuation), so predictors evaluate it like any other. The anchor of a model is the
+prior's own location booster when it has one in log1p space (a seed learnt in the simulator, ``sim.prior_seed``);
+otherwise a booster distilled from the prior's p50 over the typical grid (the built-in roofline prior serves its
+quantiles in ms from one multi-output booster).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class Anchors:
 
     def __init__(self, source: Callable[[], LoadedBundle | None], spec: FeatureSpec, rows: int) -> None:
         self._source, self._spec, self.rows = source, spec, rows
-        """Below this many rows (train + holdout) a model is fitted anchored; from there on as before."""
+        """Below this many rows (train + holdout) a model is also fitted anchored; from there on plain only."""
         self._built: Mapping[str, xgb.Booster] | None = None
         self._lock = threading.Lock()
 

@@ -210,7 +210,7 @@ def _raw(location: xgb.Booster, booster: xgb.Booster | None, x: np.ndarray, k: i
 def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitParams,
               recency: Recency | None = None, anchor: xgb.Booster | None = None) -> FittedModel:
     """Fit, select, calibrate and score model ``name`` (CPU-bound: call off the event loop); with ``anchor`` (a
-    location booster in log1p space, ``trainer.anchor``) every candidate's location continues from it."""
+    location booster in log1p space, ``trainer.anchor``) every candidate is also fitted continuing from it."""
     started, cpu_started = time.perf_counter(), time.thread_time()
     train, newest = newest_split(train, newest)
     d = _data(spec, name, train, newest, params, recency or Recency())
