@@ -11,7 +11,7 @@ from bench.real_engine.__main__ import prior_profile
 from bench.real_engine.cli import parse_args as bench_args
 from demo import prior
 from demo.__main__ import parse_args as demo_args
-from demo.__main__ import trainer_env
+from demo.__main__ import prior_profile as demo_profile
 from demo.engine import DEFAULT_MODEL
 from sim.engine.measured import load_profile
 
@@ -31,11 +31,13 @@ def test_the_committed_profile_is_used_only_for_the_default_model(tmp_path: Path
 
 
 def test_demo_with_engines_seeds_unless_told_not_to(tmp_path: Path) -> None:
-    assert trainer_env(demo_args(["--workdir", str(tmp_path)])) == ({}, "")  # sim pods: the pods' own prior
+    assert demo_profile(demo_args(["--workdir", str(tmp_path)])) is None  # sim pods: the pods' own prior
+    assert demo_profile(demo_args(["--engines", "2", "--workdir", str(tmp_path)])) == prior.DEFAULT_PROFILE
     off = demo_args(["--engines", "2", "--no-prior-profile", "--workdir", str(tmp_path)])
-    assert trainer_env(off) == ({}, "")
+    assert demo_profile(off) is None
     other = demo_args(["--engines", "2", "--model", str(tmp_path / "m"), "--workdir", str(tmp_path)])
-    assert trainer_env(other) == ({}, "")
+    assert demo_profile(other) is None
+    assert not demo_args(["--engines", "2"]).speed_probe and demo_args(["--engines", "2", "--speed-probe"]).speed_probe
 
 
 def test_bench_real_engine_picks_the_profile() -> None:
