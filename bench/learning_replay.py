@@ -65,7 +65,7 @@ def records(log_dir: Path) -> list[RowsRecord]:
             log.close()
 
 
-@dataclass(frozen=True)
+@dataclass
 class Dispatches:
     """When requests were dispatched, from a ``bench.real_engine`` per-request CSV: rows are matched by prompt
     length and router-measured TTFT (the stored row holds both; it does not hold the output length, so without
@@ -92,7 +92,7 @@ class Dispatches:
             return out
         if self.wall0 is None:  # the first record anchors the CSV's offsets to the log's wall clock
             first = self._offset(m[0])
-            object.__setattr__(self, "wall0", first_wall - ttft[0] / 1000.0 - (first or 0.0))
+            self.wall0 = first_wall - ttft[0] / 1000.0 - (first or 0.0)
         for i, row in enumerate(m):
             offset = self._offset(row)
             if offset is not None and self.wall0 is not None:
@@ -108,15 +108,17 @@ class Dispatches:
 def _observe(history: list[tuple[float, LoadedBundle]], at: np.ndarray, record: RowsRecord, zero: bool,
              out: Served) -> None:
     """Score the record's rows against the bundle that was live when each was dispatched (``at``)."""
-    served_by = np.searchsorted([t for t, _ in history], at, side="right") - 1
+    served_by = np.maximum(np.searchsorted([t for t, _ in history], at, side="right") - 1, 0)
     for name in MODEL_NAMES:
         y = record.matrix[:, STORED_FIELDS.index(TARGET_OF[name])]
-        for i in np.flatnonzero(np.isfinite(y) & (y > 0)):
-            bundle = history[max(int(served_by[i]), 0)][1]
-            pred = bundle.predict(name, matrix_columns(name, record.matrix[i:i + 1], zero))
-            out.at[name].append(float(at[i]))
-            out.pred[name].append(float(pred[0]))
-            out.actual[name].append(float(y[i]))
+        keep = np.isfinite(y) & (y > 0)
+        pred = np.empty(len(y))
+        for k in np.unique(served_by[keep]):  # one call per bundle, not per row
+            rows = keep & (served_by == k)
+            pred[rows] = history[int(k)][1].predict(name, matrix_columns(name, record.matrix[rows], zero))
+        out.at[name] += at[keep].tolist()
+        out.pred[name] += pred[keep].tolist()
+        out.actual[name] += y[keep].tolist()
 
 
 def replay_log(log_dir: Path, overrides: dict[str, Any],
