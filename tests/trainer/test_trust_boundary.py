@@ -80,6 +80,16 @@ def test_status_and_metadata_stay_open(guarded: tuple[str, Any, Path], path: str
     assert httpx.get(guarded[0] + path, timeout=10).status_code == 200
 
 
+def test_the_server_process_maps_no_scikit_learn(guarded: tuple[str, Any, Path]) -> None:
+    """The ``[dev]`` virtualenv has scikit-learn, which XGBoost would import (2 s, ~90 MiB): the trainer's process
+    keeps it out and still fits (its built-in prior is an XGBoost fit at start-up)."""
+    url, proc, _ = guarded
+    maps = Path(f"/proc/{proc.pid}/maps").read_text()
+    assert "/sklearn/" not in maps and "/pandas/" not in maps
+    assert "libxgboost" in maps
+    assert httpx.get(url + "/bundle/manifest", headers=auth(READ)).json()["version"] >= 1
+
+
 def test_each_outcome_is_counted(guarded: tuple[str, Any, Path]) -> None:
     url, _, _ = guarded
     httpx.post(f"{url}/flush", timeout=10)
