@@ -15,7 +15,7 @@ from bench.bench_pd_report import CPU_PAIRS, VARIANTS, cell_targets
 @pytest.mark.timeout(600)
 def test_bench_pd_shape(tmp_path: Path) -> None:
     out, png, csvs = tmp_path / "pd.json", tmp_path / "pd.png", tmp_path / "csv"
-    code = main(["--presets", "llama3-8b-a100", "--traces", "conv", "--duration", "90", "--rates", "1,2,400",
+    code = main(["--presets", "llama3-8b-a100", "--traces", "conv", "--duration", "45", "--rates", "1,2,400",
                  "--jobs", "1", "--policy-opt", "min_samples=20", "--policy-opt", "retrain_interval_s=5",
                  "--policy-opt", "rounds=10", "--requests-csv-dir", str(csvs), "--out", str(out), "--plot", str(png)])
     assert code == 0 and png.stat().st_size > 10_000
