@@ -175,6 +175,24 @@ def in_band(s: dict[str, Any], q: float) -> bool:
     return _meets(s, q) and s["coverage"] <= q + BAND
 
 
+SURE_ENOUGH = 0.9
+"""Below this chance of a calibrated quantile landing in the band, the verdict says how many pairs it judged on."""
+
+
+def band_chance(n: int, q: float, band: float = BAND) -> float:
+    """The probability that a perfectly calibrated ``q``-quantile covers a share within ``q ± band`` of ``n``
+    independent pairs (binomial; e.g. 0.57 on 39 pairs at p90, 0.98 on 300): how much a miss on ``n`` pairs says."""
+    if n <= 0:
+        return 0.0
+    lo, hi = max(0, math.ceil((q - band) * n - 1e-9)), min(n, math.floor((q + band) * n + 1e-9))
+
+    def log_pmf(k: int) -> float:
+        return (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * math.log(q)
+                + (n - k) * math.log1p(-q))
+
+    return min(1.0, sum(math.exp(log_pmf(k)) for k in range(lo, hi + 1)))
+
+
 def _why(a: dict[str, Any], q: float) -> str:
     """The most specific explanation the numbers support for a coverage below target."""
     prior, trained, first, second, model = a["prior"], a["trained"], a["first_half"], a["second_half"], a["model"]
@@ -215,6 +233,17 @@ def _dip(a: dict[str, Any]) -> str | None:
             f"pairs)")
 
 
+def _thin(acc: dict[str, dict[str, Any]], q: float) -> str | None:
+    """Which judged pair counts leave a calibrated quantile less than ``SURE_ENOUGH`` chance of the band, or None."""
+    counts = sorted({a["pairs"] for targets in acc.values() for a in targets.values()
+                     if a.get("pairs", 0) >= MIN_PAIRS and band_chance(a["pairs"], q) < SURE_ENOUGH})
+    if not counts:
+        return None
+    chances = " / ".join(f"{100 * band_chance(n, q):.0f} %" for n in counts)
+    return (f"on {' / '.join(map(str, counts))} pairs a perfectly calibrated p{100 * q:g} lands in the band only "
+            f"{chances} of the time")
+
+
 def verdict(acc: dict[str, dict[str, Any]], q: float) -> dict[str, Any]:
     """One line: did router-measured latency stay within the predicted p90 as often as it should — over the run
     within ``q ± BAND`` and in every 10 s window after the first trained bundle not below ``WINDOW_FLOOR`` —, and if
@@ -223,12 +252,14 @@ def verdict(acc: dict[str, dict[str, Any]], q: float) -> dict[str, Any]:
     missed: list[str] = []
     notes: list[str] = []
     unjudged: list[str] = []
+    chances: dict[str, float] = {}
     for pool, targets in acc.items():
         for t, a in targets.items():
             if not a.get("pairs"):
                 continue
             label = f"{t.upper()} {pool} {100 * a['coverage']:.0f} %"
             dip = _dip(a)
+            chances[f"{t} {pool}"] = round(band_chance(a["pairs"], q), 3)
             if a["pairs"] < MIN_PAIRS:
                 unjudged.append(f"{t.upper()} {pool} ({a['pairs']} pairs)")
             elif in_band(a, q) and dip is None:
@@ -242,6 +273,9 @@ def verdict(acc: dict[str, dict[str, Any]], q: float) -> dict[str, Any]:
               f"vs the prediction at dispatch)")
     if unjudged:
         notes.append("too few pairs to judge " + ", ".join(unjudged))
+    thin = _thin(acc, q)
+    if thin:
+        notes.append(thin)
     tail = (" — " + "; ".join(notes)) if notes else ""
     if not met and not missed:
         line = f"No predictions to judge against the {target}" + (tail or ": every decision fell back") + "."
@@ -250,4 +284,4 @@ def verdict(acc: dict[str, dict[str, Any]], q: float) -> dict[str, Any]:
     else:
         line = f"Predictions did NOT meet their {target}: " + ", ".join(missed) + tail + "."
     return {"met": bool(met) and not missed, "line": line, "met_by": met, "missed_by": missed,
-            "not_judged": unjudged}
+            "not_judged": unjudged, "band_chance": chances}

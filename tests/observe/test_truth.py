@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from demo.load import Record
-from demo.truth import PARTS, Joined, accuracy, in_band, join, overhead, verdict
+from demo.truth import PARTS, Joined, accuracy, band_chance, in_band, join, overhead, verdict
 from demo.watch import BundleSeen
 
 
@@ -50,6 +50,22 @@ def test_the_band_is_the_quantile_plus_or_minus_four_points_on_thirty_pairs_or_m
     assert in_band({"pairs": 30, "coverage": 0.86}, 0.9) and in_band({"pairs": 30, "coverage": 0.94}, 0.9)
     assert not in_band({"pairs": 30, "coverage": 0.85}, 0.9) and not in_band({"pairs": 30, "coverage": 0.95}, 0.9)
     assert not in_band({"pairs": 29, "coverage": 0.9}, 0.9)
+
+
+def test_band_chance_is_the_binomial_mass_of_the_band() -> None:
+    assert band_chance(39, 0.9) == pytest.approx(0.572, abs=1e-3)  # k in 34..36 of Bin(39, 0.9)
+    assert band_chance(300, 0.9) == pytest.approx(0.984, abs=1e-3) and band_chance(5000, 0.9) == pytest.approx(1.0)
+    assert band_chance(60, 0.9) < band_chance(100, 0.9) < band_chance(200, 0.9) and band_chance(0, 0.9) == 0.0
+    assert band_chance(10, 0.5, 0.5) == pytest.approx(1.0)
+
+
+def test_the_verdict_says_when_its_pairs_are_too_few_for_the_band_to_be_sure() -> None:
+    thin = verdict(accuracy(_joined(40, 0.8)), 0.9)
+    expected = "on 40 pairs a perfectly calibrated p90 lands in the band only 57 % of the time"
+    assert expected in thin["line"], thin["line"]
+    assert thin["band_chance"] == {"ttft short": round(band_chance(40, 0.9), 3),
+                                   "tpot short": round(band_chance(40, 0.9), 3)}
+    assert "perfectly calibrated" not in verdict(accuracy(_joined(400, 0.8)), 0.9)["line"]
 
 
 def test_join_splits_the_client_ttft_into_parts_that_add_up_and_finds_the_phase() -> None:
