@@ -22,11 +22,10 @@ from types import MappingProxyType
 import numpy as np
 
 from shared.bundle import Bundle
-from shared.errors import BundleError, LatencyError
+from shared.errors import LatencyError
 from shared.features import MODEL_NAMES, FeatureSpec
-from shared.forest import Trees, fold
-from shared.forest_file import decode, from_booster_files
-from shared.model import Evaluator, LoadedBundle, LoadedModel, load_bundle
+from shared.forest_loader import forest_loader
+from shared.model import LoadedBundle, LoadedModel, load_bundle
 from shared.predictor_settings import PredictorSettings
 from shared.timefmt import from_epoch
 
@@ -81,29 +80,6 @@ class Serving:
 
     def primary(self, name: str) -> int:
         return self.loaded.models[name].primary
-
-
-def _trees(bundle: Bundle, name: str) -> tuple[Trees, Trees | None, str]:
-    entry = bundle.model_entry(name)
-    if entry.forest_file:
-        return (*decode(bundle.files[entry.forest_file]), "bundle")
-    try:
-        return (*from_booster_files(bundle.files, entry.file, entry.location_file), "booster files")
-    except BundleError as exc:
-        raise BundleError(f"{exc.message}; this bundle has no array form (forest_file, written by trainers since "
-                          "issue 22) and the predictor evaluates without XGBoost") from None
-
-
-def forest_loader(bundle: Bundle, name: str, nthread: int) -> tuple[Evaluator, str]:
-    """``shared.model.Loader`` of the numpy forest: ``(evaluator, "bundle" | "booster files")``."""
-    try:
-        main, location, origin = _trees(bundle, name)
-        n_features = len(bundle.model_entry(name).features)
-        if main.n_features != n_features:
-            raise BundleError(f"model has {main.n_features} features, spec {n_features}")
-        return fold(main, location).predict, origin
-    except BundleError as exc:
-        raise BundleError(f"{name}: {exc.message}") from None
 
 
 def _meta(bundle: Bundle, settings: PredictorSettings) -> tuple[str, str, float]:

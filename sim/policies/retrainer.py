@@ -2,9 +2,9 @@
 
 Samples go into a ``trainer.window.Window`` (stratified train store + newest-rows holdout);
 ``retrain()`` fits and calibrates both models with ``trainer.fitted.fit_model`` (as the trainer's
-retrain cycle does) and assembles a bundle with ``shared.bundle`` that is loaded
-with ``shared.model.load_bundle`` — the same code paths as trainer and predictor, minus HTTP
-and disk. (No challenger check: a new fit always replaces the previous one.)
+retrain cycle does) and assembles a bundle with ``shared.bundle`` that is loaded with ``shared.model.load_bundle``
+and evaluated by the predictor's numpy forest (``shared.forest_loader``) — the same code paths as trainer and
+predictor, minus HTTP and disk. (No challenger check: a new fit always replaces the previous one.)
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import numpy as np
 from shared.bundle import ModelEntry, assemble, in_memory
 from shared.columns import to_columns
 from shared.features import MODEL_NAMES, FeatureSpec
+from shared.forest_loader import forest_loader
 from shared.model import LoadedBundle, load_bundle
 from shared.timefmt import rfc3339
 from trainer.cycle import bundle_meta
@@ -83,5 +84,5 @@ class InProcessRetrainer:
         self.version += 1
         manifest, files = assemble(self.version, rfc3339(), models, bundle_meta(self.spec, self.params, prior=False),
                                    None)
-        self.model = load_bundle(in_memory(manifest, files), self.spec, nthread=1)
+        self.model = load_bundle(in_memory(manifest, files), self.spec, nthread=1, loader=forest_loader)
         return True

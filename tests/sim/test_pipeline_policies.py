@@ -84,6 +84,17 @@ def test_dual_pool_sends_big_budgets_to_the_long_pool() -> None:
     assert any(r.predicted_ttft_ms is not None for r in sim.records)
 
 
+def test_the_replay_predicts_with_the_predictors_numpy_forest() -> None:
+    """The replay evaluates what the predictor serves (``shared.forest_loader``), not XGBoost: bit-equal, ~8× faster
+    per decision."""
+    cfg = single_pool(2, EngineConfig.from_preset("llama3-8b-a100"))
+    pol = registry().build("predicted-latency", PolicyContext(seed=1, pods=cfg.pod_ids(), options=FAST))
+    ClusterSimulation(cfg, pol, seed=1).run(items(300, rate=3.0, sticky=False))
+    (retrainer,) = pol.models.values()  # type: ignore[attr-defined]
+    assert retrainer.model is not None
+    assert {m.kind for m in retrainer.model.models.values()} == {"bundle"}
+
+
 def test_shed_with_impossible_slo_in_replay() -> None:
     cfg = single_pool(2, EngineConfig.from_preset("llama3-8b-a100"))
     work = [ReplayItem(RequestView(i.view.request_id, i.view.arrival_s, i.view.prompt_tokens, i.view.

@@ -10,9 +10,9 @@ import pytest
 import xgboost as xgb
 from fastapi.testclient import TestClient
 
-from predictor.serving import forest_loader
 from shared.bundle import assemble, in_memory
 from shared.features import MODEL_NAMES, FeatureSpec
+from shared.forest_loader import forest_loader
 from shared.model import LoadedBundle, load_bundle
 from tests.trainer.conftest import make_rows, service_of
 from tests.trainer.prior_cache import fit_prior_once
