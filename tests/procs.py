@@ -40,11 +40,12 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, path: str = "
                timeout: float = 60.0) -> float:
     """Seconds until ``GET url+path`` answers 200 (AssertionError, with the server's log, otherwise)."""
     start = time.monotonic()
+    client = httpx.Client(timeout=2)  # one client: each httpx.get builds an SSL context (~6 % of the suite's CPU)
 
     def ready() -> bool:
         assert proc.poll() is None, f"server exited ({proc.returncode}):\n{log.read_text()[-3000:]}"
         try:
-            return httpx.get(url + path, timeout=2).status_code == 200
+            return client.get(url + path).status_code == 200
         except httpx.TransportError:
             return False
 
@@ -52,6 +53,8 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, path: str = "
         wait_for(ready, timeout, interval=0.05, what=f"{url}{path} ready")
     except AssertionError as exc:
         raise AssertionError(f"{exc}:\n{log.read_text()[-3000:]}") from None
+    finally:
+        client.close()
     return time.monotonic() - start
 
 

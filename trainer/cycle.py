@@ -167,7 +167,10 @@ class Retrainer:
         before, _ = newest_split(train, holdout)
         raised = rescaled_prior(live, name, fitted, before, self.params)
         if len(train) + len(holdout) < self.prior_min_fit_rows:
-            return None if raised is None else challenger(raised)
+            if raised is None:  # the prior needs no raise for these rows: judged, not to be refitted until new ones
+                self._fitted_at_rows[name] = added
+                return None
+            return challenger(raised)
         return fitted_challenger if raised is None else self._pick(fitted_challenger, challenger(raised))
 
     def _pick(self, fitted: Challenger, rescaled: Challenger) -> Challenger:

@@ -12,6 +12,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from shared.features import TARGET_OF, FeatureSpec
 from tests.trainer.conftest import make_rows, service_of
 from tests.trainer.test_fit_bundle import fitted_bundle, window_rows
 from tests.trainer.test_poisoning import post, scaled
+from trainer import cycle
 from trainer.adaptive import AdaptiveLevel
 from trainer.calibrate import conformal_rank, log_offset, spread_floor
 from trainer.fit import FitParams, training_columns
@@ -196,3 +198,26 @@ def test_a_slow_engine_gets_its_first_fit_at_the_configured_row_count(
         live = service_of(client).live.get().bundle
         assert live.manifest.prior is prior
         assert live.model_entry("ttft").candidate.startswith("prior x") is (version is not None and prior)
+
+
+def test_rows_the_prior_already_covers_are_not_refitted_every_cycle(
+        client_factory: Callable[..., TestClient], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below LATENCY_PRIOR_MIN_FIT_ROWS with a prior that needs no raise, a cycle decides nothing; the next cycle
+    without new rows does not fit the same rows again (it did, every cycle: the shared test stack's long-pool
+    trainer spent 16 % of the suite's CPU refitting 20-odd rows once a second), and a new row is fitted again."""
+    fits: list[str] = []
+    real = cycle.fit_model
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        fits.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cycle, "fit_model", counting)
+    client = client_factory(min_samples_for_retrain=10, prior_min_fit_rows=50, data_dir=str(tmp_path / "d"))
+    post(client, make_rows(12, seed=7))
+    assert service_of(client).loop.run_cycle() is None and fits == ["ttft"]
+    for _ in range(3):
+        assert service_of(client).loop.run_cycle() is None
+    assert fits == ["ttft"]
+    post(client, make_rows(1, seed=8))
+    assert service_of(client).loop.run_cycle() is None and fits == ["ttft", "ttft"]
