@@ -233,13 +233,13 @@ def _dip(a: dict[str, Any]) -> str | None:
             f"pairs)")
 
 
-def _thin(acc: dict[str, dict[str, Any]], q: float) -> str | None:
-    """Which judged pair counts leave a calibrated quantile less than ``SURE_ENOUGH`` chance of the band, or None."""
-    counts = sorted({a["pairs"] for targets in acc.values() for a in targets.values()
-                     if a.get("pairs", 0) >= MIN_PAIRS and band_chance(a["pairs"], q) < SURE_ENOUGH})
+def _thin(by_pairs: dict[int, float], q: float) -> str | None:
+    """Which judged pair counts (→ their ``band_chance``) leave a calibrated quantile less than ``SURE_ENOUGH``
+    chance of the band, or None."""
+    counts = sorted(n for n, chance in by_pairs.items() if n >= MIN_PAIRS and chance < SURE_ENOUGH)
     if not counts:
         return None
-    chances = " / ".join(f"{100 * band_chance(n, q):.0f} %" for n in counts)
+    chances = " / ".join(f"{100 * by_pairs[n]:.0f} %" for n in counts)
     return (f"on {' / '.join(map(str, counts))} pairs a perfectly calibrated p{100 * q:g} lands in the band only "
             f"{chances} of the time")
 
@@ -253,13 +253,15 @@ def verdict(acc: dict[str, dict[str, Any]], q: float) -> dict[str, Any]:
     notes: list[str] = []
     unjudged: list[str] = []
     chances: dict[str, float] = {}
+    by_pairs: dict[int, float] = {}
     for pool, targets in acc.items():
         for t, a in targets.items():
             if not a.get("pairs"):
                 continue
             label = f"{t.upper()} {pool} {100 * a['coverage']:.0f} %"
             dip = _dip(a)
-            chances[f"{t} {pool}"] = round(band_chance(a["pairs"], q), 3)
+            by_pairs.setdefault(a["pairs"], band_chance(a["pairs"], q))
+            chances[f"{t} {pool}"] = round(by_pairs[a["pairs"]], 3)
             if a["pairs"] < MIN_PAIRS:
                 unjudged.append(f"{t.upper()} {pool} ({a['pairs']} pairs)")
             elif in_band(a, q) and dip is None:
@@ -273,7 +275,7 @@ def verdict(acc: dict[str, dict[str, Any]], q: float) -> dict[str, Any]:
               f"vs the prediction at dispatch)")
     if unjudged:
         notes.append("too few pairs to judge " + ", ".join(unjudged))
-    thin = _thin(acc, q)
+    thin = _thin(by_pairs, q)
     if thin:
         notes.append(thin)
     tail = (" — " + "; ".join(notes)) if notes else ""

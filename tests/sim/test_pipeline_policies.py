@@ -85,7 +85,7 @@ def test_dual_pool_sends_big_budgets_to_the_long_pool() -> None:
 
 
 def test_the_replay_predicts_with_the_predictors_numpy_forest() -> None:
-    """The replay evaluates what the predictor serves (``shared.forest_loader``), not XGBoost: bit-equal, ~8× faster
+    """The replay evaluates what the predictor serves (``shared.forest_loader``), not XGBoost: bit-equal, 7–10× faster
     per decision."""
     cfg = single_pool(2, EngineConfig.from_preset("llama3-8b-a100"))
     pol = registry().build("predicted-latency", PolicyContext(seed=1, pods=cfg.pod_ids(), options=FAST))
