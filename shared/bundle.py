@@ -51,7 +51,10 @@ if TYPE_CHECKING:
     import xgboost as xgb
 
 BUNDLE_FORMAT = "latency-bundle"
-BUNDLE_FORMAT_VERSION = 1
+BUNDLE_FORMAT_VERSION = 2
+"""2: model entries may carry a physical ``base`` (``shared.base``) the trees are a residual on. A reader of format 1
+would ignore it and serve the residual alone, so those readers refuse format 2; this one reads both."""
+READABLE_FORMAT_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 MANIFEST_SHA = "manifest.sha256"
 CURRENT = "CURRENT"
@@ -86,6 +89,15 @@ class FeatureFlags(_Wire):
 class FileMeta(_Wire):
     sha256: str
     size: int
+
+
+class BaseEntry(_Wire):
+    """``models.<name>.base``: the physical base (``shared.base.Base``; terms and coefficients checked at load)."""
+
+    terms: tuple[str, ...]
+    coefficients: tuple[float, ...]
+    rows: int = 0
+    source: str = ""
 
 
 class ModelEntry(_Wire):
@@ -127,6 +139,8 @@ class ModelEntry(_Wire):
     """A booster whose single output is ``file``'s base margin for every column."""
     forest_file: str | None = None
     """Both boosters' trees in the numpy evaluator's array form (``shared.forest_file``); None: written before it."""
+    base: BaseEntry | None = None
+    """The physical base the boosters are a residual on (format 2); None: the boosters alone (format 1 entries)."""
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -369,7 +383,7 @@ def fallback_order(root: Path) -> list[int]:
 def _check_header(manifest: Any) -> None:
     if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
         raise BundleError("not a latency bundle manifest")
-    if manifest.get("format_version") != BUNDLE_FORMAT_VERSION:
+    if manifest.get("format_version") not in READABLE_FORMAT_VERSIONS:
         raise BundleError(f"unsupported bundle format_version {manifest.get('format_version')!r}")
     if manifest.get("feature_spec_version") != FEATURE_SPEC_VERSION:
         raise BundleError(f"bundle feature_spec_version {manifest.get('feature_spec_version')!r} != "

@@ -6,25 +6,28 @@ import re
 from dataclasses import dataclass
 
 CANDIDATE_FORM = re.compile(r"^depth(\d{1,2})(-monotone)?$")
+LOSSES = ("l2", "l1")
+"""How the physical base may be fitted (``trainer.base_fit``)."""
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One model configuration the retrain cycle may choose: ``depth6``, ``depth3-monotone``."""
+    """One tree configuration the retrain cycle may choose: ``depth6``, ``depth3``. Every candidate's trees are
+    monotone in the load features (``trainer.fit.MONOTONE_UP``); the ``-monotone`` suffix of older configurations
+    is accepted and means the same."""
 
     max_depth: int
-    monotone: bool
 
     @property
     def name(self) -> str:
-        return f"depth{self.max_depth}" + ("-monotone" if self.monotone else "")
+        return f"depth{self.max_depth}"
 
     @classmethod
     def parse(cls, text: str) -> Candidate:
         match = CANDIDATE_FORM.match(text.strip())
         if match is None or not 1 <= int(match.group(1)) <= 10:
-            raise ValueError(f"fit candidate {text!r}: expected depth<1-10>[-monotone], e.g. depth3-monotone")
-        return cls(int(match.group(1)), bool(match.group(2)))
+            raise ValueError(f"fit candidate {text!r}: expected depth<1-10>, e.g. depth3")
+        return cls(int(match.group(1)))
 
 
 def parse_candidates(text: str) -> tuple[Candidate, ...]:

@@ -7,7 +7,9 @@ whose single output is the quantile booster's base margin for every column. Per 
 on its holdout — and each row is sorted so quantiles never cross. ``target_transform`` is
 ``identity`` or ``log1p`` (the booster was fitted on ``log1p(y)``; quantiles commute with it).
 The entry's primary quantile answers the contract fields (``ttft_ms`` / ``tpot_ms``). Entries
-written before multi-quantile bundles (one output, ``calibration`` only) load unchanged.
+written before multi-quantile bundles (one output, ``calibration`` only) load unchanged. An entry with a ``base``
+(format 2, ``shared.base``) adds the base's margin — ``transform(base(x))`` — to every output column: the boosters
+are a residual on it.
 Trainer (evaluation, in-process ``/predict``) and predictor share this code path; only the evaluator of the raw
 margins differs: the trainer's is XGBoost (``shared.boosters``, the default of ``load_bundle``), the predictor's
 the numpy forest (``predictor.serving``), bit-equal. This module itself needs numpy only.
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shared.base import Base, BaseEvaluator
 from shared.bundle import Bundle, Calibration, Manifest, ModelEntry
 from shared.errors import BundleError
 from shared.features import MODEL_NAMES, FeatureSpec, smoke_columns
@@ -54,6 +57,8 @@ class LoadedModel:
     transform: str = "identity"
     kind: str = "xgboost"
     """What evaluates it (``Loader``'s second value)."""
+    base: BaseEvaluator | None = None
+    """The physical base the evaluator's trees are a residual on (None: the trees alone)."""
 
     @property
     def scale(self) -> float:
@@ -64,8 +69,11 @@ class LoadedModel:
         return float(self.offsets[self.primary])
 
     def raw(self, matrix: np.ndarray) -> np.ndarray:
-        """Uncalibrated output, ``(n, len(quantiles))`` float64."""
-        return np.asarray(self.evaluator(matrix), dtype=np.float64).reshape(len(matrix), -1)
+        """Uncalibrated output, ``(n, len(quantiles))`` float64: the trees plus the base's margin."""
+        out = np.asarray(self.evaluator(matrix), dtype=np.float64).reshape(len(matrix), -1)
+        if self.base is None:
+            return out
+        return out + self.base.margin(matrix, self.transform)[:, None]
 
     def calibrate(self, raw: np.ndarray) -> np.ndarray:
         """``(n, k)`` raw outputs → served quantiles ``(n, k)``: inverse transform, calibrate, clip at 0, sort."""
@@ -134,6 +142,12 @@ def _single_quantile(manifest: Manifest) -> float:
     return manifest.quantile if manifest.quantile is not None else 0.9
 
 
+def entry_base(entry: ModelEntry) -> Base | None:
+    """The entry's physical base, unchecked (None when it has none)."""
+    b = entry.base
+    return None if b is None else Base(tuple(b.terms), tuple(b.coefficients), b.rows, b.source)
+
+
 def load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int, loader: Loader | None = None) -> LoadedModel:
     entry = bundle.model_entry(name)
     if entry.features != spec.columns(name):
@@ -142,6 +156,8 @@ def load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int, loade
     try:
         quantiles = _quantiles(entry, _single_quantile(bundle.manifest))
         scales, offsets = _calibration(entry, quantiles)
+        base = entry_base(entry)
+        compiled = None if base is None else base.compiled(entry.features)
     except BundleError as exc:
         raise BundleError(f"{name}: {exc.message}") from None
     primary = entry.primary_quantile if entry.primary_quantile is not None else (
@@ -150,7 +166,7 @@ def load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int, loade
         raise BundleError(f"{name}: primary_quantile {primary!r} not served or target_transform "
                           f"{entry.target_transform!r} not one of {TRANSFORMS}")
     return LoadedModel(name, evaluator, entry.features, quantiles, quantiles.index(primary), scales, offsets,
-                       entry.target_transform, kind)
+                       entry.target_transform, kind, compiled)
 
 
 def _xgboost_loader() -> Loader:

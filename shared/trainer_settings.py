@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import field_validator
 
-from shared.candidates import Candidate, parse_candidates, parse_served
+from shared.candidates import LOSSES, Candidate, parse_candidates, parse_served
 from shared.settings import CommonSettings, Flag, env
 
 
@@ -14,7 +14,11 @@ class TrainerSettings(CommonSettings):
     data_dir: str = env("LATENCY_DATA_DIR", "/tmp/latency-trainer", "Durable sample log and bundles live here.")
     retraining_interval_sec: float = env("LATENCY_RETRAINING_INTERVAL_SEC", 10.0, "Seconds between retrains.",
                                          gt=0)
-    min_samples_for_retrain: int = env("LATENCY_MIN_SAMPLES_FOR_RETRAIN", 100, "Rows needed to retrain.", ge=1)
+    min_samples_for_retrain: int = env("LATENCY_MIN_SAMPLES_FOR_RETRAIN", 100, "Rows from which the trees are "
+                                       "fitted on top of the physical base.", ge=1)
+    min_samples_for_retrain_fresh: int = env(
+        "LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH", 10, "Rows from which a model is retrained at all: below "
+        "LATENCY_MIN_SAMPLES_FOR_RETRAIN only its physical base (level and shape) is refitted.", ge=2)
     max_training_data_size_per_bucket: int = env("LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET", 10_000,
                                                  "Most rows kept per (queue, cache, prefix) bucket and model.", ge=1)
     test_train_ratio: float = env("LATENCY_TEST_TRAIN_RATIO", 0.1, "Share of newest rows held out.", gt=0, lt=1)
@@ -36,10 +40,10 @@ class TrainerSettings(CommonSettings):
     xgb_learning_rate: float = env("LATENCY_XGB_LEARNING_RATE", 0.1, "Shrinkage.", gt=0)
     xgb_max_bin: int = env("LATENCY_XGB_MAX_BIN", 128, "Histogram bins per feature (hist tree method).", ge=2)
     fit_candidates: str = env(
-        "LATENCY_FIT_CANDIDATES", "depth6,depth3-monotone", "Model configurations fitted every cycle "
-        "(depth<N>[-monotone]); the one with the lowest log-RMSE on the newest rows wins. Monotone: TTFT "
-        "non-decreasing in input/effective tokens, prefill tokens in flight and queue; TPOT in running "
-        "requests, decode tokens in flight and KV usage.")
+        "LATENCY_FIT_CANDIDATES", "depth6,depth3", "Tree configurations fitted every cycle on top of the physical "
+        "base (depth<N>); the lowest log-RMSE on the newest rows wins, the base alone included. Every one is "
+        "monotone: TTFT non-decreasing in input/effective tokens, prefill tokens in flight and queue; TPOT in "
+        "running requests, decode tokens in flight and KV usage (a -monotone suffix is accepted, same meaning).")
     served_quantiles: str = env(
         "LATENCY_SERVED_QUANTILES", "0.5,0.9,0.99", "Quantiles every bundle serves (LATENCY_QUANTILE_ALPHA is "
         "added; it answers the contract fields); ?quantiles= on the predictor picks among them.")
@@ -71,18 +75,24 @@ class TrainerSettings(CommonSettings):
         "quantile's calibration level moves by this × (target − the live model's coverage on the rows that arrived "
         "since the previous cycle), within [target − 0.1, target + 0.9 × (1 − target)] (0: always the target).",
         ge=0, le=1)
-    prior_min_fit_rows: int = env(
-        "LATENCY_PRIOR_MIN_FIT_ROWS", 50, "While a model kind is still served by a prior, a model fitted on fewer rows "
-        "than this cannot replace it: only the prior rescaled to the rows can (a quantile fit on a few dozen rows is "
-        "judged on a handful of newest rows and under-covers; 0: fits compete from the first cycle).", ge=0)
-    prior_anchor_rows: int = env(
-        "LATENCY_PRIOR_ANCHOR_ROWS", 200, "A model fitted on fewer rows than this is also fitted continuing from the "
-        "prior's location, and the lower log-RMSE on the newest rows wins (shrinkage toward the prior while data is "
-        "thin: the trees learn what the rows support, the prior's shape stays elsewhere; 0: never).", ge=0)
+    base_prior_rows: float = env(
+        "LATENCY_BASE_PRIOR_ROWS", 20.0, "The physical base's shape is shrunk toward the live model's (at first the "
+        "prior's) as if this many rows agreed with it; its level is learnt freely from the first rows (0: no "
+        "shrinkage).", ge=0)
+    base_loss: str = env(
+        "LATENCY_BASE_LOSS", "l2", "How the physical base is fitted in log space: l2 (least squares) or l1 (least "
+        "absolute error: a burst of slow rows pulls it less).")
     publish_shift_min_rows: int = env(
         "LATENCY_PUBLISH_SHIFT_MIN_ROWS", 1000, "The shift bound protects only a live model trained on at least this "
         "many rows (a younger one extrapolates over most of the probe grid; a challenger still has to score and cover "
         "as well on the newest rows).", ge=0)
+
+    @field_validator("base_loss")
+    @classmethod
+    def _loss(cls, value: str) -> str:
+        if value not in LOSSES:
+            raise ValueError(f"LATENCY_BASE_LOSS must be one of {', '.join(LOSSES)}, got {value!r}")
+        return value
 
     @field_validator("fit_candidates")
     @classmethod

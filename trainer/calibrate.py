@@ -20,8 +20,9 @@ from statistics import NormalDist
 
 import numpy as np
 
-from trainer.prior import SIGMA
-
+P90_FACTOR = 1.3
+SIGMA = math.log(P90_FACTOR) / NormalDist().inv_cdf(0.9)
+"""The prior's log-normal spread: p90 = 1.3 × the median (``trainer.prior``), the floor of thin fits."""
 MIN_ROWS = 1
 SCALE_BOUNDS = (0.25, 4.0)
 
@@ -52,7 +53,7 @@ def conformal_rank(n: int, alpha: float) -> int:
 
 def spread_floor(raw: np.ndarray, location: np.ndarray, alpha: float, rows: int, prior_rows: int) -> float:
     """The least log offset of quantile ``alpha`` while data is thin: the prior's spread above the median
-    (``trainer.prior.SIGMA``·z_α, p90 = 1.3 × median) weighted ``prior_rows / (rows + prior_rows)``, less what the
+    (``SIGMA``·z_α, p90 = 1.3 × median) weighted ``prior_rows / (rows + prior_rows)``, less what the
     raw quantile already adds above the location (median over the rows). −∞ when ``prior_rows`` is 0."""
     if prior_rows <= 0 or not len(raw):
         return -math.inf

@@ -1,7 +1,10 @@
 """One retrain cycle: fit each model, score it against the live bundle, publish winners.
 
-Per model: needs ≥ ``min_samples`` rows (train + holdout) and new rows since its last fit. The
-challenger (``trainer.fitted``: candidates, selection, multi-quantile booster, calibration) is scored
+Per model: needs ≥ ``min_samples`` rows (train + holdout; ``LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH``: the physical
+base alone below ``FitParams.tree_min_rows``) and new rows since its last fit. The base is shrunk toward the live
+model's (the prior's at first). The challenger (``trainer.fitted``: base, candidates, selection, multi-quantile
+booster, calibration) must be monotone in the load features along a sweep far past the window
+(``trainer.monotone_check``; a model that falls is refused, with the feature and the drop logged) and is scored
 with cross-fitted calibration on the newest rows and on the stratified reference slice; the live
 model is scored on the same newest rows. A challenger replaces the live model when it is not worse
 there beyond noise (paired per-row pinball loss — squared error in mean mode — at most ``NOISE_Z`` standard
@@ -25,24 +28,24 @@ from typing import Any
 
 import numpy as np
 
-from shared.bundle import ModelEntry
+from shared.bundle import ModelEntry, assemble, in_memory
 from shared.errors import TrainingError
 from shared.features import MODEL_NAMES, TARGET_OF, FeatureSpec
-from shared.model import LoadedBundle, load_bundle
+from shared.model import LoadedBundle, entry_base, load_bundle, load_model
+from shared.timefmt import rfc3339
 from trainer.adaptive import AdaptiveLevel
-from trainer.anchor import Anchors
 from trainer.budget import FitBudget
 from trainer.evaluate import Scores, covers, not_worse, row_losses, score
 from trainer.fit import FitParams, matrix_columns
-from trainer.fitted import FittedModel, fit_model, newest_split, probe_columns
+from trainer.fitted import FittedModel, fit_model, probe_columns
 from trainer.history import RetrainHistory
 from trainer.live import LiveBundle
 from trainer.metrics import TrainerMetrics
+from trainer.monotone_check import Drop, drops
 from trainer.prequential import Prequential
 from trainer.publisher import Publisher
 from trainer.recency import Recency
-from trainer.rescaled_prior import rescaled_prior
-from trainer.window import Window
+from trainer.window import Rows, Window
 
 log = logging.getLogger("trainer.retrain")
 MIN_FRESH_ROWS = 20
@@ -71,6 +74,8 @@ class Challenger:
     """Why a challenger that scored well is held back (its shift has not persisted yet)."""
     undercovers: str | None = None
     """Why a challenger was kept out for its coverage (``covers``)."""
+    falls: tuple[Drop, ...] = ()
+    """Where the challenger falls as a load feature grows (``trainer.monotone_check``): refused when any."""
 
     @property
     def name(self) -> str:
@@ -93,8 +98,7 @@ class Retrainer:
                  publisher: Publisher, live: LiveBundle, metrics: TrainerMetrics, prequential: Prequential,
                  recency: Recency, shift_bound: float = 1.5, history: RetrainHistory | None = None,
                  budget: FitBudget | None = None, shift_min_rows: int = 0,
-                 adaptive: AdaptiveLevel | None = None, prior_min_fit_rows: int = 0,
-                 anchors: Anchors | None = None) -> None:
+                 adaptive: AdaptiveLevel | None = None) -> None:
         self.spec, self.params, self.min_samples = spec, params, min_samples
         self.budget = budget or FitBudget(0.0, 0)
         self.last_entries: dict[str, ModelEntry] = {}
@@ -102,10 +106,6 @@ class Retrainer:
         self.window, self.publisher, self.live, self.metrics = window, publisher, live, metrics
         self.prequential, self.recency, self.shift_bound = prequential, recency, shift_bound
         self.shift_min_rows = shift_min_rows
-        self.prior_min_fit_rows = prior_min_fit_rows
-        """Below this many rows only the rescaled prior may replace a live prior (``rescaled_prior``)."""
-        self.anchors = anchors
-        """The prior's locations a fit on thin data continues from (``trainer.anchor``; None: never)."""
         self.adaptive = adaptive or AdaptiveLevel(params.alpha, 0.0)
         self.history = history
         self._fitted_at_rows = {name: -1 for name in MODEL_NAMES}
@@ -140,47 +140,32 @@ class Retrainer:
                           self.min_samples, added - self._fitted_at_rows[name])
             return None
         params = replace(self.budget.params(name, self.params), calibration_level=self.adaptive.level(name))
-        anchor = self.anchors.for_fit(name, total) if self.anchors is not None else None
-        fitted = fit_model(self.spec, name, train, holdout, params, self.recency, anchor)
+        live = self.live.get()
+        prior = entry_base(live.bundle.model_entry(name)) if live is not None else None
+        fitted = fit_model(self.spec, name, train, holdout, params, self.recency, prior)
         self.budget.observe(name, fitted.entry)
         self.last_entries[name] = fitted.entry
         self.metrics.fit_seconds.labels(model=name).observe(fitted.fit_seconds)
-        live = self.live.get()
+        falls = tuple(self._falls(fitted, train, holdout))
         if live is None:
-            return Challenger(fitted, len(train), None, None, added, None)
+            return Challenger(fitted, len(train), None, None, added, None, falls=falls)
         newest = fitted.newest
         cols = matrix_columns(name, newest.data, self.params.tpot_zero_token_count)
         y = newest.column(TARGET_OF[name])
         served = live.predict(name, cols)
-        live_scores = score(served, y, self.params.alpha)
         a, objective = self.params.alpha, self.params.objective
-        live_loss = row_losses(served, y, a, objective)
-        live_rows = live.bundle.model_entry(name).training_rows
+        paired = (row_losses(fitted.holdout_pred, y, a, objective), row_losses(served, y, a, objective))
+        return Challenger(fitted, len(train), score(served, y, a), paired, added, self._shift(live, name, fitted),
+                          live.bundle.model_entry(name).training_rows, falls=falls)
 
-        def challenger(f: FittedModel) -> Challenger:
-            paired = (row_losses(f.holdout_pred, y, a, objective), live_loss)
-            return Challenger(f, len(train), live_scores, paired, added, self._shift(live, name, f), live_rows)
-
-        fitted_challenger = challenger(fitted)
-        if not live.bundle.model_entry(name).prior or objective != "quantile":
-            return fitted_challenger
-        before, _ = newest_split(train, holdout)
-        raised = rescaled_prior(live, name, fitted, before, self.params)
-        if len(train) + len(holdout) < self.prior_min_fit_rows:
-            if raised is None:  # the prior needs no raise for these rows: judged, not to be refitted until new ones
-                self._fitted_at_rows[name] = added
-                return None
-            return challenger(raised)
-        return fitted_challenger if raised is None else self._pick(fitted_challenger, challenger(raised))
-
-    def _pick(self, fitted: Challenger, rescaled: Challenger) -> Challenger:
-        """The fitted model or the rescaled prior: a covering one first, then the lower pinball on the newest rows."""
-        alpha = self.params.alpha
-
-        def rank(c: Challenger) -> tuple[bool, float]:
-            return not c.covers(alpha), c.fitted.scores.pinball
-
-        return min((fitted, rescaled), key=rank)
+    def _falls(self, fitted: FittedModel, train: Rows, holdout: Rows) -> list[Drop]:
+        """``fitted``'s falls along the load sweeps over its window (``trainer.monotone_check``)."""
+        name = fitted.name
+        manifest, files = assemble(0, rfc3339(), {name: (fitted.files, fitted.entry)},
+                                   bundle_meta(self.spec, self.params, prior=False), None)
+        model = load_model(in_memory(manifest, files), name, self.spec, nthread=1)
+        data = Rows.concat([r for r in (train, holdout) if len(r)] or [Rows.empty()]).data
+        return drops(model, self.spec, data, self.params.tpot_zero_token_count)
 
     def _shift(self, live: LoadedBundle, name: str, fitted: FittedModel) -> float | None:
         if live.bundle.model_entry(name).prior:  # the shift bound protects a model trained on this pool
@@ -193,8 +178,8 @@ class Retrainer:
         return float(np.median(fitted.probe[ok] / before[ok])) if ok.any() else None
 
     def _admit(self, c: Challenger, fresh: tuple[float | None, int]) -> bool:
-        """Better on the newest rows, and (beyond the shift bound) a shift that persists."""
-        if not c.better() or not self._covers(c):
+        """Monotone, better on the newest rows, and (beyond the shift bound) a shift that persists."""
+        if c.falls or not c.better() or not self._covers(c):
             self._pending[c.name] = 0
             return False
         if c.shift is None or abs(math.log(c.shift)) <= math.log(self.shift_bound) or c.live_rows < self.shift_min_rows:
@@ -242,6 +227,8 @@ class Retrainer:
         s, entry = c.fitted.scores, c.fitted.entry
         if version is not None:
             outcome = f"published v{version}"
+        elif c.falls:
+            outcome = f"kept v{self.live.version}: not monotone: " + "; ".join(d.describe() for d in c.falls)
         elif c.held is not None:
             outcome = f"kept v{self.live.version}: {c.held}"
         elif c.undercovers is not None:
@@ -255,14 +242,26 @@ class Retrainer:
         used, rows = entry.location_fit_rows, entry.fit_rows
         budget = f", location on {used} of {rows} rows (fit budget)" if used < rows else ""
         log.info("%s model trained on %d samples. MAE = %.2f, RMSE = %.2f, coverage = %.1f%%, pinball = %.2f "
-                 "(reference pinball %.2f, chose %s, rounds %d+%d, shift %s, fit %.2f s%s, %s)", c.name.upper(),
-                 c.rows, s.mae, s.rmse, 100 * s.coverage, s.pinball, c.fitted.reference.pinball, entry.candidate,
-                 entry.location_rounds, entry.quantile_rounds, shift, c.fitted.fit_seconds, budget, outcome)
+                 "(reference pinball %.2f, chose %s, rounds %d+%d, shift %s, fit %.2f s%s, base %s, %s)",
+                 c.name.upper(), c.rows, s.mae, s.rmse, 100 * s.coverage, s.pinball, c.fitted.reference.pinball,
+                 entry.candidate, entry.location_rounds, entry.quantile_rounds, shift, c.fitted.fit_seconds, budget,
+                 describe_base(entry), outcome)
         self.metrics.record_scores(c.name, s)
-        decision = "published" if version else ("held" if c.held else "kept")
+        self.metrics.record_base(c.name, entry)
+        decision = "published" if version else ("refused" if c.falls else "held" if c.held else "kept")
         self.metrics.decisions.labels(model=c.name, decision=decision).inc()
         if self.history is not None:
             self.history.record(c.name, c.rows, c.fitted, decision, version or self.live.version, outcome, c.shift)
+
+
+def describe_base(entry: ModelEntry) -> str:
+    """``25 + 0.08·effective_input_tokens + …`` (ms; the terms with a coefficient > 0), or ``none``."""
+    base = entry_base(entry)
+    if base is None:
+        return "none"
+    parts = [f"{c:.4g}" if t == "1" else f"{c:.4g}·{t}" for t, c in zip(base.terms, base.coefficients, strict=True)
+             if c > 0]
+    return " + ".join(parts) or "0"
 
 
 def bundle_meta(spec: FeatureSpec, params: FitParams, prior: bool) -> dict[str, Any]:

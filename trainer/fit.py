@@ -1,8 +1,11 @@
-"""Fitting one latency model: a location booster and one multi-quantile booster on top of it.
+"""Fitting one latency model: a physical base, a location booster and one multi-quantile booster on top of it.
 
 The design (chosen on the accuracy suite, bench/RESULTS-quality.md, by pinball on data the fits
 never saw):
 
+0. **Physical base.** A few non-negative coefficients on the work ahead of the request (``shared.base``,
+   fitted by ``trainer.base_fit``); every booster starts from its margin (``base_margin``) and learns the residual,
+   so past the window, where trees are constant, the base carries the growth.
 1. **Log target.** Boosters are fitted on ``log1p(y)``; quantiles commute with that monotone map,
    so ``expm1`` of a log-space quantile is the quantile in ms, and multiplicative effects (a prompt
    twice as long, a pod twice as slow) become additive for the trees.
@@ -15,10 +18,11 @@ never saw):
    on a subsample, starting from the winner's location margin (``base_margin``), early-stopped:
    its trees learn only spread and skew. Served raw output = location + quantile trees.
 
-Mean objective (``LATENCY_OBJECTIVE_TYPE=mean``): one ``reg:squarederror`` booster on ``y`` itself.
-Monotone constraints encode what operators check (contract §8): TTFT does not fall when the prompt,
-prefill tokens in flight or the queue grow; TPOT does not fall with running requests, decode
-tokens in flight or KV usage.
+Mean objective (``LATENCY_OBJECTIVE_TYPE=mean``): one ``reg:squarederror`` booster on ``y`` itself (over the base
+in ms). Monotone constraints, on every candidate, encode what operators check (contract §8): TTFT does not fall
+when the prompt, prefill tokens in flight or the queue grow; TPOT does not fall with running requests, decode
+tokens in flight or KV usage. With the base (non-negative coefficients on non-negative features) every served
+quantile is non-decreasing in them (``trainer.monotone_check`` sweeps it before a publish).
 """
 
 from __future__ import annotations
@@ -32,14 +36,19 @@ import orjson
 import xgboost as xgb
 
 from shared.candidates import Candidate
+from trainer.base_fit import BaseFitParams
 from trainer.store.record import STORED_FIELDS
 from trainer.window import Rows
 
 MONOTONE_UP: Mapping[str, frozenset[str]] = {
     "ttft": frozenset({"input_token_length", "effective_input_tokens", "prefill_tokens_in_flight",
-                       "num_request_waiting"}),
+                       "num_request_waiting", "is_queued"}),
     "tpot": frozenset({"num_request_running", "decode_tokens_in_flight", "kv_cache_percentage"}),
 }
+
+BASE_ONLY = "base"
+"""The candidate that serves the base alone (no trees): the only one while rows are fewer than
+``FitParams.tree_min_rows``."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class FitParams:
     """The primary quantile: the contract's ``ttft_ms`` / ``tpot_ms``."""
     quantiles: tuple[float, ...] = (0.5, 0.9, 0.99)
     """Every quantile served (sorted; contains ``alpha``)."""
-    candidates: tuple[Candidate, ...] = (Candidate(6, False), Candidate(3, True))
+    candidates: tuple[Candidate, ...] = (Candidate(6), Candidate(3))
     rounds: int = 300
     """Most rounds per booster; early stopping usually ends well before."""
     early_stopping: int = 15
@@ -72,9 +81,10 @@ class FitParams:
     prior_spread_rows: int = 200
     """While data is thin each quantile keeps at least the prior's spread above the location, weighted
     ``prior_spread_rows / (rows + prior_rows)`` (``trainer.calibrate.spread_floor``; 0: no floor)."""
-    anchored_only: bool = False
-    """With an anchor (``trainer.anchor``), only the candidates continued from it compete (default: those and the
-    plain ones, the lowest log-RMSE on the newest rows wins)."""
+    tree_min_rows: int = 0
+    """Below this many rows (train + newest) only the base is fitted (candidate ``base``); from there on the tree
+    candidates compete with it."""
+    base: BaseFitParams = field(default_factory=BaseFitParams)
     seed: int = 0
     extra: Mapping[str, object] = field(default_factory=dict)
 
@@ -99,19 +109,29 @@ def matrix_columns(name: str, data: np.ndarray, tpot_zero_token_count: bool) -> 
 def booster_params(params: FitParams, name: str, features: Sequence[str], candidate: Candidate,
                    objective: Mapping[str, object]) -> dict[str, object]:
     out: dict[str, object] = {"tree_method": "hist", "max_depth": candidate.max_depth, "eta": params.learning_rate,
-                              "max_bin": params.max_bin, "nthread": params.nthread, "seed": params.seed, **objective}
-    if candidate.monotone:
-        out["monotone_constraints"] = "(" + ",".join(map(str, monotone_signs(name, features))) + ")"
+                              "max_bin": params.max_bin, "nthread": params.nthread, "seed": params.seed,
+                              "base_score": 0.0, **objective}
+    out["monotone_constraints"] = "(" + ",".join(map(str, monotone_signs(name, features))) + ")"
     return out
 
 
 def train_stopped(params: Mapping[str, object], dfit: xgb.DMatrix, dstop: xgb.DMatrix, rounds: int,
-                  patience: int, start: xgb.Booster | None = None) -> xgb.Booster:
-    """Boost up to ``rounds`` with early stopping on ``dstop``; keep the best iteration. With ``start``, boosting
-    continues from that booster (a copy: its trees come first in the result, ``trainer.anchor``)."""
+                  patience: int) -> xgb.Booster:
+    """Boost up to ``rounds`` with early stopping on ``dstop``; keep the best iteration."""
     booster = xgb.train(dict(params), dfit, num_boost_round=rounds, evals=[(dstop, "stop")],
-                        early_stopping_rounds=patience, verbose_eval=False, xgb_model=start)
+                        early_stopping_rounds=patience, verbose_eval=False)
     return booster[: booster.best_iteration + 1]
+
+
+def empty_booster(x: np.ndarray, outputs: int, features: Sequence[str]) -> xgb.Booster:
+    """A booster of ``outputs`` columns and no trees: its output is its base margin (a model served by its base,
+    or by its location booster alone)."""
+    rows = np.asarray(x[:1], dtype=np.float32)
+    if not len(rows):
+        rows = np.zeros((1, len(features)), dtype=np.float32)
+    label = np.zeros((1, outputs)) if outputs > 1 else np.zeros(1)
+    dtrain = xgb.DMatrix(rows, label, feature_names=list(features))
+    return xgb.train({"objective": "reg:squarederror", "base_score": 0.0, "nthread": 1}, dtrain, num_boost_round=0)
 
 
 def margin(booster: xgb.Booster, x: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:

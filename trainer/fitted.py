@@ -23,15 +23,19 @@ from typing import Any
 import numpy as np
 import xgboost as xgb
 
+from shared.base import Base, term_columns
 from shared.bundle import ModelEntry, encode_model
 from shared.features import TARGET_OF, FeatureSpec, typical_columns
 from shared.model import quantile_key
+from trainer.base_fit import fit_base, term_matrix
 from trainer.calibrate import Calibration, calibrate, cross_calibrated, spread_floor
 from trainer.evaluate import Scores, score
 from trainer.fit import (
+    BASE_ONLY,
     Candidate,
     FitParams,
     booster_params,
+    empty_booster,
     enforce_monotone,
     importances,
     margin,
@@ -46,6 +50,7 @@ from trainer.window import Rows
 
 STOP_ROWS = 2_000
 MIN_QUANTILE_ROWS = 50
+
 PROBE_ROWS = 512
 MIN_NEWEST = 100
 MIN_NEWEST_ROWS = 2
@@ -106,6 +111,12 @@ class _Data:
     """The fit is in log1p space and calibrated (quantile objective); else on the raw target, served as is."""
     loc: np.ndarray
     """The fit rows the location boosters use (all of ``fit`` unless ``FitParams.location_rows`` caps them)."""
+    base: Base
+    """The physical base, fitted on the fit rows."""
+    transform: str
+    m: np.ndarray
+    """The base's margin (``transform(base)``) on ``x``: every booster's starting point."""
+    m_new: np.ndarray
 
 
 def stratified(buckets: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -117,7 +128,8 @@ def stratified(buckets: np.ndarray, k: int, rng: np.random.Generator) -> np.ndar
     return np.sort(order[(np.arange(k) * step + rng.random() * step).astype(np.int64)])
 
 
-def _data(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitParams, recency: Recency) -> _Data:
+def _data(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitParams, recency: Recency,
+          prior: Base | None) -> _Data:
     rng = np.random.default_rng(params.seed)
     x = spec.matrix(name, training_columns(name, train, params.tpot_zero_token_count))
     y = train.column(TARGET_OF[name])
@@ -131,8 +143,12 @@ def _data(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitPa
     z = np.log1p(y) if logged else y
     cap = params.location_rows
     loc = fit if cap is None or len(fit) <= cap else np.sort(rng.choice(fit, cap, replace=False))
-    return _Data(name, spec.columns(name), x, z, y, weight, fit, stop, x_new, newest.column(TARGET_OF[name]),
-                 logged, loc)
+    features = spec.columns(name)
+    base = fit_base(name, features, x[fit], y[fit], weight[fit], prior, params.base)
+    transform = "log1p" if logged else "identity"
+    evaluator = base.compiled(features)
+    return _Data(name, features, x, z, y, weight, fit, stop, x_new, newest.column(TARGET_OF[name]),
+                 logged, loc, base, transform, evaluator.margin(x, transform), evaluator.margin(x_new, transform))
 
 
 def _matrix(d: _Data, rows: np.ndarray, params: FitParams, ref: xgb.QuantileDMatrix | None = None,
@@ -153,77 +169,86 @@ def _scale(start: np.ndarray) -> np.ndarray:
 
 
 def _location(d: _Data, params: FitParams, candidate: Candidate, dfit: xgb.QuantileDMatrix,
-              dstop: xgb.QuantileDMatrix, anchor: xgb.Booster | None) -> xgb.Booster:
+              dstop: xgb.QuantileDMatrix) -> xgb.Booster:
     objective = {"objective": "reg:squarederror", "eval_metric": "rmse"}
     return train_stopped(booster_params(params, d.name, d.features, candidate, objective), dfit, dstop,
-                         params.rounds, params.early_stopping, anchor)
+                         params.rounds, params.early_stopping)
 
 
-def _select(d: _Data, params: FitParams,
-            anchor: xgb.Booster | None) -> tuple[str, Candidate, xgb.Booster, dict[str, float]]:
-    """Fit every candidate's location — from a constant and, with ``anchor``, also continued from it (named
-    ``prior+…``; ``FitParams.anchored_only``: only those) —; the lowest RMSE (log space) on the newest rows wins.
-    Returns (its name, the candidate, its location, every candidate's RMSE)."""
-    dfit = _matrix(d, d.loc, params)
-    dstop = _matrix(d, d.stop, params, ref=dfit, weighted=False)
+def _rmse(z: np.ndarray, pred: np.ndarray) -> float:
+    return round(float(np.sqrt(np.mean((z - pred) ** 2))), 6) if len(z) else 0.0
+
+
+def _select(d: _Data, params: FitParams, trees: bool) -> tuple[str, Candidate | None, xgb.Booster | None,
+                                                                dict[str, float]]:
+    """The base alone (candidate ``base``) and, with ``trees``, every candidate's location on top of it; the lowest
+    RMSE (the fit's space) on the newest rows wins. Returns (its name, the candidate, its location or None for the
+    base alone, every candidate's RMSE)."""
     z_new = np.log1p(d.y_new) if d.logged else d.y_new
-    plain = [] if anchor is not None and params.anchored_only else [("", None)]
-    starts = plain + ([("prior+", anchor)] if anchor is not None else [])
-    fitted, scores = {}, {}
-    for candidate in params.candidates:
-        for prefix, start in starts:
-            booster = _location(d, params, candidate, dfit, dstop, start)
-            name = prefix + candidate.name
-            fitted[name] = (candidate, booster)
-            scores[name] = round(float(np.sqrt(np.mean((z_new - margin(booster, d.x_new)) ** 2))), 6)
+    scores = {BASE_ONLY: _rmse(z_new, d.m_new)}
+    fitted: dict[str, tuple[Candidate | None, xgb.Booster | None]] = {BASE_ONLY: (None, None)}
+    if trees:
+        dfit = _matrix(d, d.loc, params, base=d.m[d.loc])
+        dstop = _matrix(d, d.stop, params, ref=dfit, base=d.m[d.stop], weighted=False)
+        for candidate in params.candidates:
+            booster = _location(d, params, candidate, dfit, dstop)
+            fitted[candidate.name] = (candidate, booster)
+            scores[candidate.name] = _rmse(z_new, margin(booster, d.x_new, d.m_new))
     best = min(scores, key=scores.__getitem__)
     return best, fitted[best][0], fitted[best][1], scores
 
 
-def _quantiles(d: _Data, params: FitParams, candidate: Candidate, location: xgb.Booster) -> xgb.Booster:
-    """The multi-quantile booster on a subsample of the fit rows, starting from the location margin."""
+def _start(location: xgb.Booster | None, x: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The quantile booster's base margin on ``x``: the base's margin ``m`` plus the location's trees."""
+    return m if location is None else margin(location, x, m)
+
+
+def _quantiles(d: _Data, params: FitParams, candidate: Candidate, location: xgb.Booster | None) -> xgb.Booster:
+    """The multi-quantile booster on a subsample of the fit rows, starting from the location margin; its trees are
+    repaired to stay monotone (``enforce_monotone``)."""
     rng = np.random.default_rng(params.seed + 1)
     rows = d.fit if len(d.fit) <= params.quantile_rows else np.sort(rng.choice(d.fit, params.quantile_rows,
                                                                                replace=False))
     k = len(params.served)
-    start, start_stop = margin(location, d.x[rows]), margin(location, d.x[d.stop])
+    start, start_stop = _start(location, d.x[rows], d.m[rows]), _start(location, d.x[d.stop], d.m[d.stop])
     scaled = params.scale_weighting
     dq = _matrix(d, rows, params, base=tiled(start, k), scale=_scale(start) if scaled else None)
     dstop = _matrix(d, d.stop, params, ref=dq, base=tiled(start_stop, k), weighted=False,
                     scale=_scale(start_stop) if scaled else None)
     objective = {"objective": "reg:quantileerror", "quantile_alpha": np.array(params.served),
-                 "eval_metric": "quantile", "base_score": 0.0}
+                 "eval_metric": "quantile"}
     booster = train_stopped(booster_params(params, d.name, d.features, candidate, objective), dq, dstop,
                             params.rounds, params.early_stopping)
-    if not candidate.monotone:
-        return booster
     return enforce_monotone(booster, monotone_signs(d.name, d.features))
 
 
-def _raw(location: xgb.Booster, booster: xgb.Booster | None, x: np.ndarray, k: int) -> np.ndarray:
-    start = margin(location, x)
-    if booster is None:
-        return start.reshape(-1, 1)
-    return margin(booster, x, tiled(start, k)).reshape(len(x), k)
+def _raw(location: xgb.Booster | None, booster: xgb.Booster, x: np.ndarray, m: np.ndarray, k: int) -> np.ndarray:
+    return margin(booster, x, tiled(_start(location, x, m), k)).reshape(len(x), k)
 
 
 def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitParams,
-              recency: Recency | None = None, anchor: xgb.Booster | None = None) -> FittedModel:
-    """Fit, select, calibrate and score model ``name`` (CPU-bound: call off the event loop); with ``anchor`` (a
-    location booster in log1p space, ``trainer.anchor``) every candidate is also fitted continuing from it."""
+              recency: Recency | None = None, prior: Base | None = None) -> FittedModel:
+    """Fit, select, calibrate and score model ``name`` (CPU-bound: call off the event loop). The base is shrunk
+    toward ``prior`` while rows are few (``trainer.base_fit``; None: the default coefficients)."""
     started, cpu_started = time.perf_counter(), time.thread_time()
     train, newest = newest_split(train, newest)
-    d = _data(spec, name, train, newest, params, recency or Recency())
+    rows = len(train) + len(newest)
+    d = _data(spec, name, train, newest, params, recency or Recency(), prior)
     location_started = time.perf_counter()
-    chosen, candidate, location, selection = _select(d, params, anchor if d.logged else None)
+    chosen, candidate, location, selection = _select(d, params, rows >= params.tree_min_rows)
     location_seconds = time.perf_counter() - location_started
-    booster = _quantiles(d, params, candidate, location) if d.logged and len(d.fit) >= MIN_QUANTILE_ROWS else None
-    served = params.served if booster is not None else (params.alpha,)
+    served = params.served
+    quantiles = candidate is not None and d.logged and len(d.fit) >= MIN_QUANTILE_ROWS
+    booster = _quantiles(d, params, candidate, location) if quantiles and candidate is not None else \
+        empty_booster(d.x, len(served), d.features)
     x_probe = spec.matrix(name, {**probe_columns(), **({"num_tokens_generated": np.zeros(PROBE_ROWS)}
                                                        if name == "tpot" and params.tpot_zero_token_count else {})})
-    raw_new, raw_ref, raw_probe = (_raw(location, booster, x, len(served)) for x in (d.x_new, d.x[d.stop], x_probe))
-    floors = [spread_floor(raw_new[:, j], margin(location, d.x_new), q, len(train) + len(newest),
-                           params.prior_spread_rows) for j, q in enumerate(served)]
+    m_probe = d.base.compiled(d.features).margin(x_probe, d.transform)
+    k = len(served)
+    raw_new, raw_ref, raw_probe = (_raw(location, booster, x, m, k) for x, m in
+                                   ((d.x_new, d.m_new), (d.x[d.stop], d.m[d.stop]), (x_probe, m_probe)))
+    start_new = _start(location, d.x_new, d.m_new)
+    floors = [spread_floor(raw_new[:, j], start_new, q, rows, params.prior_spread_rows) for j, q in enumerate(served)]
     levels = [(params.calibration_level or q) if q == params.alpha else q for q in served]
     cals = [calibrate(raw_new[:, j], d.y_new, level, params.objective, floors[j]) if d.logged else Calibration()
             for j, level in enumerate(levels)]
@@ -237,9 +262,8 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
                  location_seconds=round(location_seconds, 4), location_fit_rows=len(d.loc),
                  calibration_level=round(levels[primary], 4),
                  metrics=scores.as_dict(), reference_metrics=reference.as_dict())
-    files, manifest_entry = encode_model(booster or location, name, d.features, entry,
-                                location if booster is not None else None)
-    probe = cals[primary].apply_log(raw_probe[:, primary]) if d.logged else np.maximum(raw_probe[:, 0], 0)
+    files, manifest_entry = encode_model(booster, name, d.features, entry, location)
+    probe = cals[primary].apply_log(raw_probe[:, primary]) if d.logged else np.maximum(raw_probe[:, primary], 0)
     return FittedModel(name, files, manifest_entry, scores, reference, fit_seconds, probe, holdout_pred, newest)
 
 
@@ -253,8 +277,22 @@ def _reference(raw: np.ndarray, y: np.ndarray, cal: Calibration, params: FitPara
     return score(pred, y, params.alpha)
 
 
+def base_importances(d: _Data) -> dict[str, float]:
+    """A model served by its base alone: each feature's mean share of the base over the fit rows (a product term's
+    share split between its two columns; the constant's left out), normalised to 1."""
+    parts = term_matrix(d.base.terms, d.features, d.x[d.fit]) * np.array(d.base.coefficients)
+    share = (parts / np.maximum(parts.sum(axis=1, keepdims=True), 1e-12)).mean(axis=0) if len(parts) else \
+        np.zeros(len(d.base.terms))
+    out = dict.fromkeys(d.features, 0.0)
+    for term, value in zip(d.base.terms, share, strict=True):
+        for col in term_columns(term):
+            out[col] += float(value) / len(term_columns(term))
+    total = sum(out.values())
+    return {f: v / total for f, v in out.items()} if total > 0 else out
+
+
 def _entry(d: _Data, params: FitParams, served: tuple[float, ...], cals: list[Calibration], candidate: str,
-           selection: dict[str, float], location: xgb.Booster, booster: xgb.Booster | None, train_rows: int,
+           selection: dict[str, float], location: xgb.Booster | None, booster: xgb.Booster, train_rows: int,
            newest_rows: int) -> dict[str, Any]:
     return {
         "quantiles": list(served), "primary_quantile": params.alpha, "objective": params.objective,
@@ -262,8 +300,9 @@ def _entry(d: _Data, params: FitParams, served: tuple[float, ...], cals: list[Ca
         "calibration": cals[served.index(params.alpha)].as_dict(),
         "calibrations": {quantile_key(q): c.as_dict() for q, c in zip(served, cals, strict=True)},
         "candidate": candidate, "selection_log_rmse": selection,
-        "location_rounds": location.num_boosted_rounds(),
-        "quantile_rounds": booster.num_boosted_rounds() if booster is not None else 0,
+        "location_rounds": location.num_boosted_rounds() if location is not None else 0,
+        "quantile_rounds": booster.num_boosted_rounds(),
         "training_rows": train_rows, "fit_rows": len(d.fit), "stop_rows": len(d.stop), "holdout_rows": newest_rows,
-        "importances": importances(location, d.features), "prior": False,
+        "importances": importances(location, d.features) if location is not None else base_importances(d),
+        "prior": False, "base": d.base.as_dict(),
     }

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from shared.bundle import ModelEntry
 from shared.features import MODEL_NAMES
 from trainer.evaluate import Scores
 
@@ -56,6 +57,8 @@ class TrainerMetrics:
                                       "names; then <other>).", ["field"], registry=r)
         self.score = {k: Gauge(f"trainer_model_{k}", f"Holdout {k} of the last fitted model.", ["model"],
                                registry=r) for k in ("coverage", "mae", "rmse", "pinball")}
+        self.base = Gauge("trainer_model_base_coefficient", "Coefficient of each physical-base term of the last "
+                          "fitted model (ms per unit; term 1 is the constant).", ["model", "term"], registry=r)
         self.history: dict[str, deque[Scores]] = {name: deque(maxlen=HISTORY) for name in MODEL_NAMES}
 
     def count_auth(self, endpoint: str, outcome: str) -> None:
@@ -73,6 +76,11 @@ class TrainerMetrics:
         self.history[name].append(scores)
         for key, gauge in self.score.items():
             gauge.labels(model=name).set(getattr(scores, key))
+
+    def record_base(self, name: str, entry: ModelEntry) -> None:
+        if entry.base is not None:
+            for term, coefficient in zip(entry.base.terms, entry.base.coefficients, strict=True):
+                self.base.labels(model=name, term=term).set(coefficient)
 
     def clear_history(self) -> None:
         for history in self.history.values():

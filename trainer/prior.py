@@ -1,77 +1,48 @@
 """The prior bundle published at first start with no data, so predictors are ready at once.
 
-A roofline-style estimate of the p90 latency of a mid-size model (~8B) on one GPU, fitted as
-a tiny real XGBoost model on a fixed synthetic grid (deterministic, seed 0):
-
-* TTFT_ms = 1.3 × (25 + 0.08·effective_input_tokens + 0.04·prefill_tokens_in_flight
-                   + 60·num_request_waiting + 0.5·num_request_running)
-  — prefill is compute-bound (~12k tokens/s), queued work is served first, each waiting
-  request costs about one prefill.
-* TPOT_ms = 1.3 × (8 + 0.12·num_request_running + 12·kv_cache_percentage
-                   + 0.0004·decode_tokens_in_flight + 0.02·prefill_tokens_in_flight/1000)
-  — decode is memory-bound: the batch and the KV read per step set the step time.
-
-Other quantiles follow a log-normal spread around the median ``base`` (the formula without the
-1.3): ``q_a = base × exp(σ·z_a)`` with σ = ln(1.3) / z_0.9 ≈ 0.205, so p90 is the formula above, p50
-is ``base`` and p99 ≈ 1.61 × base. One multi-output booster serves them all, like a trained bundle.
-Targets are ≥ 10 ms on the whole grid and trees are piecewise constant inside it, so every
-input (also beyond the grid: trees clamp) predicts > 0. The first real retrain replaces it
-(the prior loses the champion/challenger test on real data).
+Each model is its physical base alone (``shared.base``): the default coefficients — a GPU roofline of a mid-size
+(~8B) model on one GPU, ``shared.base.DEFAULT_COEFFICIENTS`` — or a profile's (a seed learnt on a simulated engine,
+``sim.prior_seed``), no trees, and a log-normal spread around it: quantile ``q`` is ``(1 + base)·exp(σ·z_q) − 1``
+with σ = ln(1.3) / z_0.9 ≈ 0.205 (p50 = the base, p90 ≈ 1.3 × the base, p99 ≈ 1.61 ×), written as each quantile's
+calibration. Every input predicts > 0 and grows with load past any range. From the first
+``LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH`` rows the trainer refits the base's level and shape (shrunk toward these
+coefficients while rows are few, ``trainer.base_fit``); the trees join from ``LATENCY_MIN_SAMPLES_FOR_RETRAIN``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from statistics import NormalDist
 
 import numpy as np
-import xgboost as xgb
 
+from shared.base import Base
 from shared.bundle import ModelEntry, encode_model
-from shared.features import MODEL_NAMES, FeatureSpec, typical_columns
+from shared.features import MODEL_NAMES, FeatureSpec
 from shared.model import quantile_key
-
-GRID_ROWS = 4000
-P90_FACTOR = 1.3
-SIGMA = math.log(P90_FACTOR) / NormalDist().inv_cdf(0.9)
-FORMULA = {
-    "ttft": "1.3*(25 + 0.08*effective_input_tokens + 0.04*prefill_tokens_in_flight + 60*num_request_waiting"
-            " + 0.5*num_request_running)",
-    "tpot": "1.3*(8 + 0.12*num_request_running + 12*kv_cache_percentage + 0.0004*decode_tokens_in_flight"
-            " + 0.00002*prefill_tokens_in_flight)",
-}
+from trainer.calibrate import SIGMA
+from trainer.fit import BASE_ONLY, empty_booster
 
 
-def grid_columns(n: int = GRID_ROWS, seed: int = 0) -> dict[str, np.ndarray]:
-    """Every feature over its typical range (``shared.features.typical_columns``), deterministic."""
-    return typical_columns(n, np.random.default_rng(seed))
-
-
-def prior_targets(name: str, cols: dict[str, np.ndarray], quantile: float = 0.9) -> np.ndarray:
-    if name == "ttft":
-        effective = (1.0 - cols["prefix_cache_score"]) * cols["input_token_length"]
-        base = (25 + 0.08 * effective + 0.04 * cols["prefill_tokens_in_flight"] + 60 * cols["num_request_waiting"]
-                + 0.5 * cols["num_request_running"])
-    else:
-        base = (8 + 0.12 * cols["num_request_running"] + 12 * cols["kv_cache_percentage"]
-                + 0.0004 * cols["decode_tokens_in_flight"] + 0.00002 * cols["prefill_tokens_in_flight"])
-    return base * math.exp(SIGMA * NormalDist().inv_cdf(quantile))
+def spread(q: float) -> dict[str, float]:
+    """The calibration of quantile ``q`` around a median base: log offset σ·z_q."""
+    scale = math.exp(SIGMA * NormalDist().inv_cdf(q))
+    return {"scale": scale, "offset": scale - 1.0}
 
 
 def fit_prior(spec: FeatureSpec, quantiles: tuple[float, ...] = (0.5, 0.9, 0.99), primary: float = 0.9,
-              nthread: int = 1) -> dict[str, tuple[dict[str, bytes], ModelEntry]]:
-    """model name → ({file: UBJSON bytes}, manifest entry) of the prior, serving ``quantiles``."""
-    cols = grid_columns()
+              bases: Mapping[str, Base] | None = None) -> dict[str, tuple[dict[str, bytes], ModelEntry]]:
+    """model name → ({file: bytes}, manifest entry) of the prior, serving ``quantiles``: the base of ``bases``
+    (default: ``Base.default``) with the log-normal spread."""
     out: dict[str, tuple[dict[str, bytes], ModelEntry]] = {}
-    identity = {"scale": 1.0, "offset": 0.0}
     for name in MODEL_NAMES:
         features = spec.columns(name)
-        targets = np.column_stack([prior_targets(name, cols, q) for q in quantiles])
-        dtrain = xgb.DMatrix(spec.matrix(name, cols), targets, feature_names=list(features))
-        booster = xgb.train({"objective": "reg:squarederror", "max_depth": 5, "eta": 0.3, "tree_method": "hist",
-                             "nthread": nthread, "seed": 0}, dtrain, num_boost_round=60)
+        base = (bases or {}).get(name) or Base.default(name, features)
+        booster = empty_booster(np.zeros((1, len(features)), np.float32), len(quantiles), features)
+        cals = {quantile_key(q): spread(q) for q in quantiles}
         out[name] = encode_model(booster, name, features, {
-            "quantiles": list(quantiles), "primary_quantile": primary, "target_transform": "identity",
-            "calibration": identity, "calibrations": {quantile_key(q): identity for q in quantiles},
-            "training_rows": 0, "holdout_rows": 0, "metrics": {}, "prior": True, "prior_formula": FORMULA[name]})
+            "quantiles": list(quantiles), "primary_quantile": primary, "target_transform": "log1p",
+            "calibration": cals[quantile_key(primary)], "calibrations": cals, "candidate": BASE_ONLY,
+            "training_rows": 0, "holdout_rows": 0, "metrics": {}, "prior": True, "base": base.as_dict()})
     return out

@@ -11,10 +11,8 @@ import logging
 from pathlib import Path
 
 from shared.bundle import (
-    assemble,
     current_version,
     fallback_order,
-    in_memory,
     read_bundle,
     read_version,
     set_current,
@@ -22,11 +20,10 @@ from shared.bundle import (
 )
 from shared.errors import BundleError
 from shared.model import LoadedBundle, load_bundle
-from shared.timefmt import rfc3339
 from shared.trainer_settings import TrainerSettings
 from shared.unknown_fields import UnknownFields
 from trainer.adaptive import AdaptiveLevel
-from trainer.anchor import Anchors
+from trainer.base_fit import BaseFitParams
 from trainer.budget import FitBudget
 from trainer.cycle import MIN_FRESH_ROWS, Retrainer, bundle_meta
 from trainer.fit import FitParams
@@ -55,7 +52,9 @@ def fit_params(settings: TrainerSettings) -> FitParams:
                      learning_rate=s.xgb_learning_rate, max_bin=s.xgb_max_bin,
                      nthread=max(1, s.train_threads // 2), quantile_rows=s.fit_quantile_rows,
                      tpot_zero_token_count=s.tpot_zero_token_count,
-                     prefix_weighting=s.sample_weighting_for_prefix_cache)
+                     prefix_weighting=s.sample_weighting_for_prefix_cache,
+                     tree_min_rows=s.min_samples_for_retrain,
+                     base=BaseFitParams(prior_rows=s.base_prior_rows, loss=s.base_loss))
 
 
 class TrainerService:
@@ -82,13 +81,12 @@ class TrainerService:
                                  IngestLimits(s.max_ingest_rows, s.max_json_depth), self.unknown, self.keys,
                                  LiveChecks(self.live, self.prequential, self.quarantine), self.history.ingest)
         self.params = fit_params(s)
-        self.retrainer = Retrainer(self.spec, self.params, s.min_samples_for_retrain, self.window, self.publisher,
+        self.retrainer = Retrainer(self.spec, self.params, s.min_samples_for_retrain_fresh, self.window, self.publisher,
                                    self.live, self.metrics, self.prequential,
                                    Recency(s.recency_half_life_sec, s.recency_floor), s.publish_shift_bound,
                                    self.history.retrains, FitBudget(s.fit_budget_sec, s.fit_min_location_rows),
                                    s.publish_shift_min_rows,
-                                   AdaptiveLevel(s.quantile_alpha, s.calibration_adapt_rate, MIN_FRESH_ROWS),
-                                   s.prior_min_fit_rows, Anchors(self._prior, self.spec, s.prior_anchor_rows))
+                                   AdaptiveLevel(s.quantile_alpha, s.calibration_adapt_rate, MIN_FRESH_ROWS))
         self.loop = RetrainLoop(self.retrainer, s.retraining_interval_sec, self.metrics, s.fit_nice)
 
     def start(self, run_loop: bool = True) -> None:
@@ -132,19 +130,6 @@ class TrainerService:
 
     def _seed_path(self) -> Path:
         return Path(self.settings.seed_dir) if self.settings.seed_dir else self.data_dir / "seed"
-
-    def _prior(self) -> LoadedBundle:
-        """The prior this trainer starts from (the seed when one is configured and valid, else the built-in prior),
-        loaded without publishing: what ``trainer.anchor`` anchors thin fits to, also after a restart."""
-        seed = self._seed_path()
-        if (seed / "manifest.json").is_file():
-            try:
-                return load_bundle(read_bundle(seed, self.settings.hmac_key), self.spec, nthread=1)
-            except BundleError as exc:
-                log.error("seed bundle in %s rejected as the anchor of thin fits: %s", seed, exc)
-        models = fit_prior(self.spec, self.params.served, self.params.alpha)
-        manifest, files = assemble(0, rfc3339(), models, bundle_meta(self.spec, self.params, prior=True), None)
-        return load_bundle(in_memory(manifest, files), self.spec, nthread=1)
 
     def _import_seed(self) -> LoadedBundle | None:
         seed = self._seed_path()

@@ -11,7 +11,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shared.trainer_settings import TrainerSettings
-from tests.trainer.prior_cache import fit_prior_once
 from trainer.app import create_app
 
 
@@ -41,14 +40,6 @@ def make_rows(n: int, seed: int = 0, kind: str = "ttft") -> list[dict[str, Any]]
 
 def mixed_rows(n: int, seed: int = 0) -> list[dict[str, Any]]:
     return make_rows(n - n // 2, seed, "ttft") + make_rows(n // 2, seed + 1, "tpot")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def one_prior_fit() -> Iterator[None]:
-    """In-process trainers fit the prior once per process (``tests/trainer/prior_cache.py``)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("trainer.service.fit_prior", fit_prior_once)
-        yield
 
 
 @pytest.fixture

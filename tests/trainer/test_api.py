@@ -199,7 +199,17 @@ def test_xgb_json_is_bare_dump_array(client: TestClient, name: str) -> None:
     trees = r.json()
     booster = xgb.Booster(model_file=bytearray(svc(client).live.get().bundle.model_bytes(name)))
     assert isinstance(trees, list) and trees == [json.loads(t) for t in booster.get_dump(dump_format="json")]
-    assert "split" in trees[0] and trees[0]["split"] in svc(client).spec.columns(name)
+    assert trees == []  # the prior is its physical base alone (in the manifest): no trees to dump
+
+
+def test_xgb_json_dumps_the_trees_of_a_trained_model(client: TestClient, rows_of: Callable[..., list]) -> None:
+    post_entries(client, rows_of(2000))
+    assert retrain(client) == 2
+    for name in ("ttft", "tpot"):
+        entry = svc(client).live.get().bundle.model_entry(name)
+        trees = client.get(f"/model/{name}/xgb/json").json()
+        assert isinstance(trees, list) and len(trees) == entry.quantile_rounds * len(entry.quantiles)
+        assert all("split" in t or "leaf" in t for t in trees), name
 
 
 # --- flush, status ----------------------------------------------------------------------------------------
@@ -270,7 +280,8 @@ def test_retrain_publishes_and_metrics_show_it(client: TestClient, rows_of: Call
     import re
     shape = re.compile(r"^(TTFT|TPOT) model trained on \d+ samples\. MAE = \d+\.\d\d, RMSE = \d+\.\d\d, "
                        r"coverage = \d+\.\d%, pinball = \d+\.\d\d \(reference pinball \d+\.\d\d, chose "
-                       r"depth\d+(-monotone)?, rounds \d+\+\d+, shift n/a, fit \d+\.\d\d s, published v2\)$")
+                       r"(base|depth\d+), rounds \d+\+\d+, shift n/a, fit \d+\.\d\d s, base [0-9.e+-]+( \+ "
+                       r"[0-9.e+-]+·[a-z_*]+)*, published v2\)$")
     assert all(shape.match(line) for line in lines), lines
     assert retrain(client) is None  # no new rows → no fit
     text = client.get("/metrics").text
@@ -278,7 +289,8 @@ def test_retrain_publishes_and_metrics_show_it(client: TestClient, rows_of: Call
                     'ttft_importance{feature="prefix_cache_score"} ', "trainer_live_bundle_version 2.0",
                     'training_samples_count{model="ttft",queue_bucket="0",cache_bucket="0",prefix_bucket="0"} ',
                     'ttft_coverage_percent{idx="0"} ', "target_coverage_percent{} 90.0", "prefix_score_mean{} ",
-                    "trainer_retrain_duration_seconds_count 1.0", 'trainer_model_pinball{model="ttft"}'):
+                    "trainer_retrain_duration_seconds_count 1.0", 'trainer_model_pinball{model="ttft"}',
+                    'trainer_model_base_coefficient{model="tpot",term="num_request_running"} '):
         assert literal in text, literal
     for line in text.splitlines():
         if line and not line.startswith("#"):

@@ -42,7 +42,7 @@ def test_ui_data_holds_the_retrain_history_live_error_and_recent_predictions(
     assert len(ttft["retrains"]) == 3 and ttft["retrains"][0]["decision"] == "published"
     first = ttft["retrains"][0]
     assert first["reason"].startswith("published v") and first["version"] == 2 and first["rows"] > 0
-    assert set(first["selection_log_rmse"]) == {"depth6", "depth3-monotone"} and first["candidate"] in first[
+    assert set(first["selection_log_rmse"]) == {"base", "depth6", "depth3"} and first["candidate"] in first[
         "selection_log_rmse"]
     assert ttft["window"]["train"] == status["training_data"]["ttft_samples"]
     recent = ttft["recent"]
