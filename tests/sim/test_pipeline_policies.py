@@ -138,9 +138,9 @@ def _blind_run(cfg: ClusterConfig, work: list[ReplayItem], **opts: str) -> tuple
 @pytest.mark.timeout(180)
 def test_correction_finds_the_faster_pod_in_virtual_time() -> None:
     """3 A100 pods + 1 H100 pod, one model that cannot tell them apart: without correction the H100's
-    predictions are all too high (coverage ≈ 1); with it the H100 gets a factor < 1, predictions near its
-    own p90, and no less of the traffic (the plain model already sends it most requests: its queue drains
-    faster)."""
+    predictions are too high (coverage above the pool's; the physical base already follows its shorter queues
+    part of the way); with it the H100 gets a factor < 1, predictions nearer its own p90, and no less of the
+    traffic (the plain model already sends it most requests: its queue drains faster)."""
     a100, h100 = EngineConfig.from_preset("llama3-8b-a100"), EngineConfig.from_preset("llama2-7b-h100")
     cfg = ClusterConfig(pools=(PoolSpec("a", 3, a100), PoolSpec("h", 1, h100)))
     work = items(1500, rate=8.0, sticky=False)
@@ -148,7 +148,7 @@ def test_correction_finds_the_faster_pod_in_virtual_time() -> None:
     corrected, policy = _blind_run(cfg, work)
     n_plain, cov_plain = _ttft_coverage(plain, "h-0")
     n_corr, cov_corr = _ttft_coverage(corrected, "h-0")
-    assert cov_plain > 0.93 and 0.75 < cov_corr < 0.97 and cov_plain - cov_corr > 0.05, (cov_plain, cov_corr)
+    assert cov_plain > 0.91 and 0.75 < cov_corr < 0.97 and cov_plain - cov_corr > 0.02, (cov_plain, cov_corr)
     assert n_corr >= n_plain, (n_plain, n_corr)
     end = work[-1].view.arrival_s
     assert plain_policy.correction.factor("h-0", "ttft", end) == 1.0
