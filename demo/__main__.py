@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 import orjson
 
-from demo import prior, report_html, screenshots, speed_probe
+from demo import prior, report_html, screenshots
 from demo.engine import DEFAULT_MODEL, EngineMissing, EngineSpec
 from demo.load import LoadStats, run_load
 from demo.procs import StartupError
@@ -37,7 +37,6 @@ from demo.truth import Joined, join
 from demo.watch import Watcher
 from demo.workload import DEFAULT_TRACE, ChatWorkload, TokenWorkload, load_trace
 from sim.engine.errors import ConfigError
-from sim.engine.measured import load_profile
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -67,16 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "on it in the simulator (default: the committed profile of the default model)")
     p.add_argument("--no-prior-profile", action="store_true",
                    help="with --engines: start from the built-in GPU prior instead")
-    p.add_argument("--speed-probe", action="store_true",
-                   help="with --engines: scale the prior's speed factor by this machine's engine speed against the "
-                        "profile's (a few cold prefills on an idle engine before the load starts; off by default: "
-                        "it raised TTFT coverage and worsened p90 pinball, BENCHMARKS.md)")
-    p.add_argument("--prior-speed-factor", type=float, default=prior.DEPLOYED_SPEED_FACTOR,
-                   help="with --engines: the prior's simulated steps last this many times the profile's "
-                        "(default: %(default)s, two engines + the stack on two cores)")
     args = p.parse_args(argv)
-    if not args.prior_speed_factor > 0:
-        p.error(f"--prior-speed-factor must be positive, got {args.prior_speed_factor:g}")
     if args.prior_profile is not None and not args.prior_profile.is_file():
         p.error(f"--prior-profile {args.prior_profile}: no such file (a profile from python -m bench.engine_profile)")
     if args.engines:
@@ -89,10 +79,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 ENGINE_DEFAULTS = {"rate_scale": 0.2, "duration": 120.0}
 """With real engines: the conversation trace at 0.2x its rate (~0.6 requests/s: two CPU engines busy, not
 saturated — they serve ~0.9/s of this mix) for two minutes."""
-MIN_SAMPLES = 30
-ENGINE_MIN_SAMPLES = 10
-"""A real CPU engine completes ~0.6 requests/s, not the sim pods' ~13: the first fit waits for 10 rows (~15 s),
-not 30 (~50 s of the prior, which models a GPU and is several-fold off a CPU engine)."""
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -151,23 +137,10 @@ def prior_profile(args: argparse.Namespace) -> Path | None:
     return args.prior_profile or prior.default_profile(args.model, DEFAULT_MODEL)
 
 
-def seed_builder(args: argparse.Namespace, profile: Path,
-                 chosen: dict[str, float]) -> Callable[[Mapping[str, list[str]]], Mapping[str, str]]:
-    """The stack's ``prepare`` hook: with ``--speed-probe`` probe the first engine's speed against the profile, then
-    build the seed with the speed factor (scaled by the probe; recorded in ``chosen``)."""
+def seed_builder(args: argparse.Namespace, profile: Path) -> Callable[[Mapping[str, list[str]]], Mapping[str, str]]:
+    """The stack's ``prepare`` hook: build the seed (the profile's physical base) once the engines are up."""
     def build(pod_urls: Mapping[str, list[str]]) -> Mapping[str, str]:
-        factor = args.prior_speed_factor
-        if args.speed_probe:
-            try:
-                ratio = speed_probe.slowdown(load_profile(profile), pod_urls["engine"][0], model_vocab(args.model))
-            except (speed_probe.ProbeError, httpx.HTTPError) as exc:
-                print(f"prior: speed probe failed ({exc}); the seed keeps the factor {factor:g}", flush=True)
-                ratio = 1.0
-            print(f"prior: this machine runs the engine {ratio:.2f}x the profile's TTFT (speed probe)", flush=True)
-            chosen["machine_slowdown"] = round(ratio, 3)
-            factor *= ratio
-        chosen["prior_speed_factor"] = round(factor, 3)
-        return prior.seed_env(profile, args.workdir / "prior-seed", factor)
+        return prior.seed_env(profile, args.workdir / "prior-seed")
     return build
 
 
@@ -176,12 +149,9 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher
     args.workdir.mkdir(parents=True)
     pool_specs, described = pools(args)
     profile = prior_profile(args)
-    chosen: dict[str, float] = {}
     spec = StackSpec(pools=pool_specs, time_scale=args.time_scale, retrain_interval_s=args.retrain_interval,
-                     sync_interval_s=1.0, seed=args.seed,
-                     min_samples_for_retrain=ENGINE_MIN_SAMPLES if args.engines else MIN_SAMPLES,
-                     router={"predictor_timeout_ms": 50.0},
-                     prepare=None if profile is None else seed_builder(args, profile, chosen))
+                     sync_interval_s=1.0, seed=args.seed, router={"predictor_timeout_ms": 50.0},
+                     prepare=None if profile is None else seed_builder(args, profile))
     started = time.monotonic()
     print(f"starting the stack in {args.workdir} (pools: {described}; "
           f"trainer + predictor per pool; router) ...", flush=True)
@@ -205,7 +175,7 @@ def run(args: argparse.Namespace) -> tuple[dict[str, Any], list[Joined], Watcher
     settings = {"duration_s": args.duration, "rate_scale": args.rate_scale, "time_scale": args.time_scale,
                 "retrain_interval_s": args.retrain_interval, "trace": args.trace.name, "seed": args.seed,
                 "engines": args.engines, "pods": "vllm-cpu" if args.engines else "sim",
-                "prior_profile": profile.name if profile is not None else "", **chosen}
+                "prior_profile": profile.name if profile is not None else ""}
     joined = join(stats.records, watcher.routed, watcher.bundles)
     summary = build_summary(stats.records, watcher, metrics, time.monotonic() - started, settings, joined)
     summary["peak_rss_mib"] = peak_rss

@@ -56,7 +56,7 @@ class StackSpec:
     seed: int = 0
     prepare: Callable[[Mapping[str, list[str]]], Mapping[str, str]] | None = None
     """Called with the pods' URLs per pool once they are healthy, before any trainer starts; returns more trainer
-    environment (the real-engine demo probes the engines' speed and builds the prior's seed from it)."""
+    environment (the real-engine demo builds the prior's seed from the engine's profile)."""
 
 
 class Stack:

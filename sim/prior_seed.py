@@ -1,16 +1,16 @@
-"""``python -m sim.prior_seed``: a trainer's first bundle for pods of a measured engine, learnt in the simulator.
+"""``python -m sim.prior_seed``: a profile's physical base for a trainer's first bundle, learnt in the simulator.
 
     .venv/bin/python -m sim.prior_seed --profile demo/profiles/tiny-llama.json --out DIR
 
-The trainer's built-in prior is a GPU roofline (an ~8B model on one GPU): on any other engine it is wrong until
-the first retrain, which on a slow engine comes a minute or more after the first request. Given the engine's
-measured profile (``python -m bench.engine_profile``: step times vs batch tokens), this command replays the
-traces on simulated pods of that engine at several loads (policies round-robin and least-queue, so idle, queued
-and overloaded pods are all seen), fits the trainer's own models on the samples (``trainer.fitted.fit_model``,
-the trainer's default settings) and writes a bundle directory (``manifest.json`` + files) for
-``LATENCY_SEED_DIR``. The bundle is marked ``prior``: the trainer judges every challenger against it on the
-engine's real rows (coverage and pinball) and replaces it once real data covers better, without the
-probe-grid shift bound that protects a model trained on real traffic.
+The trainer's built-in prior is the default base (``shared.base.DEFAULT_COEFFICIENTS``: a GPU roofline of an ~8B
+model on one GPU). Given an engine's measured profile (``python -m bench.engine_profile``: step times vs batch
+tokens), this command replays the traces on simulated pods of that engine at several loads (policies round-robin
+and least-queue, so idle, queued and overloaded pods are all seen), fits the trainer's own physical base on the
+samples (``trainer.fitted.fit_model`` with the base alone: coefficients and each served quantile's spread) and
+writes a bundle directory (``manifest.json`` + files) for ``LATENCY_SEED_DIR``: the profile's base (``source``
+``profile``), no trees. The bundle is marked ``prior``. A trainer refits the base's level from the engine's first
+ten rows and its shape as rows arrive (shrunk toward this one), so a machine slower or faster than the one the
+profile was measured on needs no factor of its own.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,6 @@ from sim.paths import shared_data_dir
 from sim.policies.retrainer import sample_matrix
 from sim.replay.items import build_items
 from sim.replay.runner import run_policy
-from sim.scenario.change import PodChange
-from sim.scenario.schedule import Scenario, ScenarioEvent
 from sim.workload.trace import load_trace
 from trainer.cycle import bundle_meta
 from trainer.fit import FitParams
@@ -56,17 +54,6 @@ class SeedPlan:
     pod_class: str = ""
     """The ``pod_class`` the samples carry: what the router sends for these pods ('' unless configured)."""
     seed: int = 0
-    speed_factor: float = 1.0
-    """Every simulated step lasts this many times the profile's: the deployment's slowdown against the machine the
-    profile was measured on (e.g. two engines and the stack sharing the cores a single engine had to itself)."""
-
-
-def slowed(plan: SeedPlan, pod_ids: Sequence[str]) -> Scenario | None:
-    """The scenario that slows every pod by ``plan.speed_factor`` from the start (None at 1)."""
-    if plan.speed_factor == 1.0:
-        return None
-    change = PodChange(speed_factor=plan.speed_factor)
-    return Scenario(tuple(ScenarioEvent(i, pod, change, at_s=0.0) for i, pod in enumerate(pod_ids)), "speed_factor")
 
 
 def trace_file(name: str) -> Path:
@@ -78,7 +65,6 @@ def replay_samples(plan: SeedPlan, log: Any = None) -> list[dict[str, float | in
     """Training samples from every (trace, load, policy) replay, ``pod_class`` rewritten to the plan's."""
     engine = load_profile(plan.profile).engine_config()
     cfg = ClusterConfig(pools=(PoolSpec("pod", plan.pods, engine),))
-    scenario = slowed(plan, [p.pod_id for p in cfg.pods()])
     samples: list[dict[str, float | int | str]] = []
     for trace in plan.traces:
         rows = load_trace(trace_file(trace), 1.0, plan.requests)
@@ -88,7 +74,7 @@ def replay_samples(plan: SeedPlan, log: Any = None) -> list[dict[str, float | in
             scaled = load_trace(trace_file(trace), rps * plan.pods / native, plan.requests)
             items = build_items(scaled, plan.seed)
             for policy in POLICIES:
-                _, result = run_policy(cfg, items, policy, plan.seed, scenario=scenario)
+                _, result = run_policy(cfg, items, policy, plan.seed)
                 samples.extend({**s, "pod_class": plan.pod_class} for s in result.samples)
                 if log is not None:
                     print(f"prior_seed: {trace} {rps:g} req/s/pod {policy}: {len(result.samples)} samples",
@@ -98,9 +84,10 @@ def replay_samples(plan: SeedPlan, log: Any = None) -> list[dict[str, float | in
 
 def fit_seed(samples: Sequence[Mapping[str, float | int | str]], params: FitParams,
              spec: FeatureSpec) -> dict[str, tuple[dict[str, bytes], ModelEntry]]:
-    """Both models fitted on ``samples`` as the trainer fits (a window with its newest rows held out), marked
-    ``prior``. The rows are shuffled first (seeded): the calibration rows are then a sample of every replayed
-    load, not the last, most loaded replay."""
+    """Both models' bases fitted on ``samples`` as the trainer fits them (a window with its newest rows held out;
+    no trees), marked ``prior``, the base's source ``profile``. The rows are shuffled first (seeded): the
+    calibration rows are then a sample of every replayed load, not the last, most loaded replay."""
+    params = replace(params, tree_min_rows=len(samples) + 1)
     matrix = sample_matrix(samples)
     matrix = matrix[np.random.default_rng(params.seed).permutation(len(matrix))]
     window = Window(cap=5000, ratio=0.1, max_test=2000, total=len(samples) + 1)
@@ -109,7 +96,8 @@ def fit_seed(samples: Sequence[Mapping[str, float | int | str]], params: FitPara
     for name in MODEL_NAMES:
         train, holdout = window.snapshot(name)
         fitted = fit_model(spec, name, train, holdout, params)
-        models[name] = (fitted.files, fitted.entry.model_copy(update={"prior": True}))
+        base = fitted.entry.base.model_copy(update={"source": "profile"}) if fitted.entry.base else None
+        models[name] = (fitted.files, fitted.entry.model_copy(update={"prior": True, "base": base}))
     return models
 
 
@@ -134,8 +122,7 @@ def build_seed(plan: SeedPlan, out: Path, params: FitParams | None = None, log: 
         raise SystemExit(f"prior_seed: only {len(samples)} samples replayed; raise --requests or the loads")
     models = fit_seed(samples, params, spec)
     source = {"profile": plan.profile.name, "traces": list(plan.traces), "rps_per_pod": list(plan.rps_per_pod),
-              "pods": plan.pods, "samples": len(samples), "pod_class": plan.pod_class,
-              "speed_factor": plan.speed_factor}
+              "pods": plan.pods, "samples": len(samples), "pod_class": plan.pod_class}
     path = write_seed(out, models, params, spec, source)
     if log is not None:
         cov = {n: e.metrics.get("coverage") for n, (_, e) in models.items()}
@@ -150,16 +137,6 @@ def parse_floats(text: str) -> tuple[float, ...]:
     return values
 
 
-def positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sim.prior_seed", description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", type=Path, required=True, help="measured engine profile JSON")
@@ -171,15 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=SeedPlan.requests, help="requests per replay")
     p.add_argument("--pod-class", default="", help="pod_class the router sends for these pods")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--speed-factor", type=positive, default=1.0,
-                   help="every simulated step lasts this many times the profile's (the deployment's slowdown)")
     return p
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     plan = SeedPlan(args.profile, tuple(t.strip() for t in args.traces.split(",") if t.strip()), args.rps_per_pod,
-                    args.pods, args.requests, args.pod_class, args.seed, args.speed_factor)
+                    args.pods, args.requests, args.pod_class, args.seed)
     build_seed(plan, args.out, log=sys.stderr)
 
 

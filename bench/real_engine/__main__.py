@@ -45,8 +45,7 @@ def settings_doc(args: argparse.Namespace, workload: Workload) -> dict[str, Any]
             "drain_s": args.drain, "coverage_after_s": args.coverage_after, "seed": args.seed,
             "retrain_interval_s": args.retrain_interval, "min_samples_for_retrain": args.min_samples,
             "predictor_timeout_ms": args.predictor_timeout_ms, "policy_order": args.policies,
-            "prior_profile": None if (path := prior_profile(args)) is None else path.name,
-            "prior_speed_factor": args.prior_speed_factor}
+            "prior_profile": None if (path := prior_profile(args)) is None else path.name}
 
 
 def prior_profile(args: argparse.Namespace) -> Path | None:
@@ -85,7 +84,7 @@ def run(args: argparse.Namespace) -> None:
         say(f"{args.engines} engines healthy in {time.monotonic() - started:.0f} s: {', '.join(urls)}")
         profile = prior_profile(args)
         seed_dir = args.workdir / "prior-seed"
-        env = {} if profile is None else prior.seed_env(profile, seed_dir, args.prior_speed_factor)
+        env = {} if profile is None else prior.seed_env(profile, seed_dir)
         settings = RunSettings(tuple(urls), args.max_model_len, args.slo_ttft_ms, args.drain, args.retrain_interval,
                                args.min_samples, args.predictor_timeout_ms, args.seed, env)
         for name in args.policies:

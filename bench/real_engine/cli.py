@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 from bench.real_engine.policies import POLICIES
-from demo import prior
 from demo.engine import DEFAULT_MODEL
 from demo.workload import DEFAULT_TRACE
 
@@ -43,9 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measured engine profile: every trainer starts from a prior learnt on it in the simulator "
                         "(sim.prior_seed; default: the committed profile when --model is the default model)")
     p.add_argument("--no-prior-profile", action="store_true", help="start every trainer from the built-in GPU prior")
-    p.add_argument("--prior-speed-factor", type=float, default=prior.DEPLOYED_SPEED_FACTOR,
-                   help="the prior's simulated steps last this many times the profile's (default: %(default)s, "
-                        "two engines + the stack on two cores)")
     return p
 
 
@@ -61,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("engines", "duration", "max_model_len"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")
-    for name in ("rate_scale", "rps", "slo_ttft_ms", "prior_speed_factor"):
+    for name in ("rate_scale", "rps", "slo_ttft_ms"):
         value = getattr(args, name)
         if value is not None and value <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")

@@ -29,7 +29,8 @@ class PolicyOptions(BaseModel):
 class ReplayOptions(PolicyOptions):
 
     retrain_interval_s: float = Field(default=20.0, description="Virtual seconds between retrains.", gt=0)
-    min_samples: int = Field(default=100, description="Rows per model before the first fit.", ge=1)
+    min_samples: int = Field(default=100, description="Rows per model before trees join the physical base.", ge=1)
+    min_fresh: int = Field(default=10, description="Rows per model before the first fit (its base alone).", ge=2)
     rounds: int = Field(default=60, description="Boosting rounds per fit.", ge=1)
     bucket_cap: int = Field(default=500, description="Rows per (queue, KV, prefix) bucket of the window.", ge=1)
     alpha: float = Field(default=0.9, description="Quantile of the latency models.", gt=0, lt=1)

@@ -41,8 +41,8 @@ class PredictedLatencyPolicy:
             pools.setdefault(pool if dual else ALL, []).append(pod_id)
         self.pools = pools
         self.core = DecisionCore(self.opts.scheduler(ctx.seed), SloConfig(), pools)
-        settings = RetrainSettings(min_samples=self.opts.min_samples, bucket_cap=self.opts.bucket_cap,
-                                   rounds=self.opts.rounds, alpha=self.opts.alpha)
+        settings = RetrainSettings(min_samples=self.opts.min_samples, min_fresh=self.opts.min_fresh,
+                                   bucket_cap=self.opts.bucket_cap, rounds=self.opts.rounds, alpha=self.opts.alpha)
         self.models = {pool: InProcessRetrainer(settings) for pool in pools}
         self.selector = PoolSelector(self.opts, pools) if dual else None
         self._next_retrain = self.opts.retrain_interval_s
@@ -90,7 +90,11 @@ class PredictedLatencyPolicy:
     def status(self) -> dict[str, object]:
         """Extra summary keys: retrains and (dual-pool with tuning) the tuner's state and recommendations."""
         tuning = self.selector.status() if self.selector is not None else None
-        return {"retrains": self.retrains, **({"tuning": tuning} if tuning is not None else {})}
+        checked = sum(m.checked for m in self.models.values())
+        refused = [d.describe() for m in self.models.values() for d in m.refused]
+        return {"retrains": self.retrains, "monotone": {"checked": checked, "refused": len(refused),
+                                                        "falls": refused[:20]},
+                **({"tuning": tuning} if tuning is not None else {})}
 
     # -- internals --------------------------------------------------------------------------
     def _predict(self, pool: str, rows: Sequence[FeatureRow]) -> list[tuple[float, float]] | None:

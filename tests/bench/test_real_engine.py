@@ -88,14 +88,14 @@ def test_output_document_shape(tmp_path: Path) -> None:
                               trace_start=0.0, duration=90.0, rps=0.5, max_model_len=4096, drain=60.0, seed=0,
                               retrain_interval=4.0, min_samples=20, predictor_timeout_ms=50.0,
                               policies=["predicted-latency", "round-robin"], no_prior_profile=False,
-                              prior_profile=Path("p.json"), prior_speed_factor=2.0, model=tmp_path)
+                              prior_profile=Path("p.json"), model=tmp_path)
     work = build(_trace(tmp_path), 5.0, 1.0, None, max_model_len=1024, vocab=512)
     spec = cli_main.engine_spec(argparse.Namespace(model=tmp_path, max_model_len=4096, python=None))
     runs = {"predicted-latency": PolicyRun(records, routed, {"pools": [{"name": "engine", "fallbacks": {}}]}),
             "round-robin": PolicyRun(records, [], {"pools": []})}
     doc = cli_main.result_doc(args, runs, spec, work)
     assert set(doc) == {"policies", "engines", "settings"}
-    assert doc["settings"]["prior_profile"] == "p.json" and doc["settings"]["prior_speed_factor"] == 2.0
+    assert doc["settings"]["prior_profile"] == "p.json" and "prior_speed_factor" not in doc["settings"]
     p = doc["policies"]["predicted-latency"]
     for key in ("requests", "errors", "shed", "ttft_ms", "tpot_ms", "slo_attainment", "served_coverage",
                 "throughput_rps", "router_ttft_ms", "router_tpot_ms", "clipped_prompts"):

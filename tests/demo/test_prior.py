@@ -1,4 +1,4 @@
-"""The real-engine demo and benchmark start their trainers from a prior learnt on the engine's measured profile."""
+"""The real-engine demo and benchmark start their trainers from the physical base of the engine's measured profile."""
 
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ def test_demo_with_engines_seeds_unless_told_not_to(tmp_path: Path) -> None:
     assert demo_profile(off) is None
     other = demo_args(["--engines", "2", "--model", str(tmp_path / "m"), "--workdir", str(tmp_path)])
     assert demo_profile(other) is None
-    assert not demo_args(["--engines", "2"]).speed_probe and demo_args(["--engines", "2", "--speed-probe"]).speed_probe
 
 
 def test_bench_real_engine_picks_the_profile() -> None:
@@ -52,18 +51,3 @@ def test_a_missing_profile_is_refused_at_the_command_line(
     with pytest.raises(SystemExit) as exc:
         parse(["--prior-profile", str(tmp_path / "none.json")])
     assert exc.value.code == 2 and "--prior-profile" in capsys.readouterr().err
-
-
-def test_the_prior_is_slowed_to_the_deployed_shape_unless_told_otherwise() -> None:
-    assert prior.DEPLOYED_SPEED_FACTOR > 1.0  # two engines + the stack on the cores one profiled engine had
-    assert bench_args(BENCH).prior_speed_factor == prior.DEPLOYED_SPEED_FACTOR
-    assert demo_args([]).prior_speed_factor == prior.DEPLOYED_SPEED_FACTOR
-    assert bench_args([*BENCH, "--prior-speed-factor", "1"]).prior_speed_factor == 1.0
-
-
-@pytest.mark.parametrize("parse", [lambda a: bench_args([*BENCH, *a]), demo_args])
-def test_a_speed_factor_that_is_not_positive_is_refused(
-        parse: Callable[[list[str]], object], capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        parse(["--prior-speed-factor", "0"])
-    assert exc.value.code == 2 and "--prior-speed-factor" in capsys.readouterr().err

@@ -1,11 +1,10 @@
-"""sim.prior_seed: a seed bundle learnt in the simulator from a measured engine profile, imported by a trainer."""
+"""sim.prior_seed: a profile's physical base learnt in the simulator, a seed bundle a trainer imports."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-import pytest
 from fastapi.testclient import TestClient
 
 from shared.bundle import assemble, in_memory, read_bundle
@@ -35,6 +34,10 @@ def test_seed_is_a_prior_the_trainer_imports(tmp_path: Path) -> None:
     seed = build_seed(PLAN, tmp_path / "seed", PARAMS)
     bundle = read_bundle(seed, None)
     assert bundle.manifest.prior and all(bundle.model_entry(n).prior for n in ("ttft", "tpot"))
+    for name in ("ttft", "tpot"):
+        entry = bundle.model_entry(name)
+        assert entry.candidate == "base" and entry.base is not None and entry.base.source == "profile"
+        assert entry.quantile_rounds == 0 and entry.location_file is None
     settings = TrainerSettings(data_dir=str(tmp_path / "data"), seed_dir=str(seed), retraining_interval_sec=3600.0,
                                train_threads=1)
     with TestClient(create_app(settings, run_loop=False)) as client:
@@ -58,23 +61,6 @@ def test_seed_covers_fresh_replays_of_its_engine_where_the_gpu_prior_does_not(tm
     # the samples carry the class the router sends ('' by default), not the simulator's preset name
     assert set(fresh[:, STORED_FIELDS.index("pod_class")]) == {0.0}
     assert load_profile(PROFILE).engine.name == "tiny-llama"
-
-
-def test_a_speed_factor_slows_every_simulated_step() -> None:
-    light = SeedPlan(PROFILE, traces=("conv",), rps_per_pod=(0.05,), requests=60)
-    base = sample_matrix(replay_samples(light))
-    slow = sample_matrix(replay_samples(SeedPlan(PROFILE, traces=("conv",), rps_per_pod=(0.05,), requests=60,
-                                                 speed_factor=2.0)))
-    for name in ("ttft", "tpot"):
-        y = STORED_FIELDS.index(f"actual_{name}_ms")
-        ratio = float(np.median(slow[:, y]) / np.median(base[:, y]))
-        assert 1.8 <= ratio <= 2.6, (name, ratio)  # 2x steps; a little queueing on top at this light load
-
-
-def test_cli_refuses_a_speed_factor_that_is_not_positive(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["--profile", str(PROFILE), "--out", str(tmp_path / "s"), "--speed-factor", "0"])
-    assert exc.value.code == 2
 
 
 def test_cli_writes_a_bundle_directory(tmp_path: Path) -> None:

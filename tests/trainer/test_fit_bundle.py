@@ -6,7 +6,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import xgboost as xgb
 
 from shared.bundle import MANIFEST, assemble, in_memory, read_bundle, read_current, version_dir
 from shared.errors import BundleError
@@ -75,7 +74,8 @@ def test_selection_picks_the_candidate_with_the_lowest_log_rmse() -> None:
     def rows(n: int, seed: int) -> Rows:
         r = window_rows(n, seed)
         inp = r.column("input_token_length")
-        r.data[:, COL["actual_ttft_ms"]] = (20 + 0.2 * np.maximum(inp - 2000, 0)) * np.exp(0.05 * rng.standard_normal(n))
+        knee = 20 + 0.2 * np.maximum(inp - 2000, 0)
+        r.data[:, COL["actual_ttft_ms"]] = knee * np.exp(0.05 * rng.standard_normal(n))
         return r
 
     params = FitParams(rounds=80, nthread=1, quantile_rows=2000)

@@ -184,10 +184,11 @@ def test_the_retrain_loop_and_the_threads_it_starts_run_nicer() -> None:
 
 def test_a_slow_engine_gets_its_base_refitted_from_the_first_ten_rows(
         client_factory: Callable[..., TestClient], tmp_path: Path) -> None:
-    """10 rows (a CPU engine's first ~15 s) are enough to refit the physical base (LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH,
-    the contract's 10): the window's holdout (10 %: one row) is grown to two newest rows, not waited on until 20 rows
-    arrive. Below LATENCY_MIN_SAMPLES_FOR_RETRAIN only the base is fitted (candidate ``base``, no trees); its level
-    follows the rows whether the engine is 30× slower than the prior's roofline or as fast."""
+    """10 rows (a CPU engine's first ~15 s) are enough to refit the physical base
+    (LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH, the contract's 10): the window's holdout (10 %: one row) is grown to two
+    newest rows, not waited on until 20 rows arrive. Below LATENCY_MIN_SAMPLES_FOR_RETRAIN only the base is fitted
+    (candidate ``base``, no trees); its level follows the rows whether the engine is 30× slower than the prior's
+    roofline or as fast."""
     for slower in (30.0, 1.0):
         client = client_factory(min_samples_for_retrain=100, data_dir=str(tmp_path / f"data-{slower}"))
         post(client, scaled(make_rows(9, seed=7), slower))
