@@ -1,17 +1,19 @@
 """Fitting a model's physical base (``shared.base``) on the window: a handful of coefficients ≥ 0.
 
 **Objective**: least squares in log space, ``Σ w·(log1p y − log1p base(x))²`` — the space the trees then learn the
-residual in — over coefficients ≥ 0, solved by Gauss-Newton steps that are each a small non-negative least-squares
-problem (``scipy.optimize.nnls`` on the p × p system after a QR of the rows; p ≤ 6), with backtracking.
-``loss="l1"`` reweights every step to the least absolute log error (the median: a burst of slow rows pulls less).
+residual in. Coefficients are written ``β = s·u·exp(φ)`` (so they are positive by construction) and ``φ`` is found
+by Levenberg–Marquardt (p ≤ 6 unknowns: a p × p solve per step, numpy only), started from the prior and from the
+solution of the convex relative-error problem, whichever is better. ``loss="l1"`` reweights every step to the least
+absolute log error (the median: a burst of slow rows pulls less).
 
-**Shrinkage while rows are few**: coefficients are ``β = s·d·θ`` — ``d`` the default coefficients
-(``shared.base.DEFAULT_COEFFICIENTS``, all > 0), ``s`` the *level*: the median ratio of latency to the prior's base
-over the rows (the prior = the live model's base, or the default) — so ten rows set the level freely, however far
-the prior is off (a CPU engine is 10× a GPU's roofline). The *shape* ``θ`` is pulled toward the prior's
-(``θ̃ = prior / (s·d)``) by ``prior_rows`` pseudo-rows per term, each weighted by the term's share of the default
-base on the typical grid (at least ``MIN_SHARE``): where the rows say nothing about a term (no queue yet) the prior
-keeps it; once a few hundred rows speak, the penalty is a rounding error. CPU-bound: called from the fit threads.
+**Shrinkage while rows are few**: the rows are joined by ``prior_rows`` pseudo-rows (in weight) — ``GRID_ROWS``
+rows of the typical grid (``shared.features.typical_columns``: every feature over a healthy pod's range, queues
+included) labelled with the prior's base (the live model's, or the default) times the *level* ``s``, the median
+ratio of latency to the prior's base over the real rows. So ten rows set the level freely, however far the prior is
+off (a CPU engine is 10× a GPU's roofline), while the shape stays the prior's where the rows say nothing (no queue
+yet) and is the rows' wherever they speak; once a few hundred rows arrive the pseudo-rows are a rounding error.
+``u`` (the unit of each coefficient) is the prior's coefficient, at least ``FLOOR`` × the default's, so a term the
+prior made negligible can come back. CPU-bound: called from the fit threads.
 """
 
 from __future__ import annotations
@@ -23,23 +25,25 @@ from functools import lru_cache
 
 import numpy as np
 
-from shared.base import CONSTANT, DEFAULT_COEFFICIENTS, Base, model_terms, term_columns
-from shared.features import typical_columns
+from shared.base import DEFAULT_COEFFICIENTS, Base, model_terms, term_columns
+from shared.features import FeatureSpec, typical_columns
 
-MIN_SHARE = 0.05
-"""Least weight of a term's shrinkage pseudo-rows (the constant's share of a loaded GPU pod's base is ~1 %)."""
+FLOOR = 0.01
+"""A term's unit is at least this × its default coefficient (a prior coefficient of 0 still has a scale)."""
+MIN_THETA = 1e-9
+"""Least ratio of a coefficient to its unit (a term the rows rule out ends here, i.e. ~0)."""
 L1_FLOOR = 0.02
 """``l1``: residuals below this (log space) weigh as this one (IRLS smoothing)."""
 LEVEL_BOUNDS = (1e-3, 1e3)
-GRID_ROWS = 2000
+GRID_ROWS = 256
 
 
 @dataclass(frozen=True)
 class BaseFitParams:
     prior_rows: float = 20.0
-    """Pseudo-rows that hold each term's shape at the prior's (0: no shrinkage)."""
+    """Weight of the prior's pseudo-rows, in rows (0: no shrinkage)."""
     loss: str = "l2"
-    iterations: int = 8
+    iterations: int = 30
 
 
 def term_matrix(terms: Sequence[str], features: Sequence[str], x: np.ndarray) -> np.ndarray:
@@ -54,17 +58,12 @@ def term_matrix(terms: Sequence[str], features: Sequence[str], x: np.ndarray) ->
 
 
 @lru_cache(maxsize=16)
-def shares(name: str, features: tuple[str, ...]) -> np.ndarray:
-    """Each term's mean share of the default base over the typical grid, at least ``MIN_SHARE``."""
-    from shared.features import FeatureSpec  # the grid is built from raw columns
-
+def grid_terms(name: str, features: tuple[str, ...]) -> np.ndarray:
+    """The model's terms on the typical grid (``shared.features.typical_columns``, fixed seed)."""
     spec = FeatureSpec(token_in_flight="prefill_tokens_in_flight" in features,
                        encoder="encoder_input_size" in features)
     x = spec.matrix(name, typical_columns(GRID_ROWS, np.random.default_rng(0)))
-    base = Base.default(name, features)
-    parts = term_matrix(base.terms, features, x) * np.array(base.coefficients)
-    share = (parts / np.maximum(parts.sum(axis=1, keepdims=True), 1e-12)).mean(axis=0)
-    return np.maximum(share, MIN_SHARE)
+    return term_matrix(model_terms(name, features), features, x)
 
 
 def _weighted_median(values: np.ndarray, weight: np.ndarray) -> float:
@@ -79,22 +78,9 @@ def level(y: np.ndarray, prior: np.ndarray, weight: np.ndarray) -> float:
     return float(np.clip(math.exp(_weighted_median(ratio, weight)), *LEVEL_BOUNDS))
 
 
-def _nnls(a: np.ndarray, b: np.ndarray, pen: np.ndarray, center: np.ndarray) -> np.ndarray:
-    """``argmin ||a θ − b||² + ||pen·(θ − center)||²`` over θ ≥ 0 (rows reduced by QR first)."""
-    from scipy.optimize import nnls  # the trainer's fit threads only; scipy comes with XGBoost
-
-    q, r = np.linalg.qr(a, mode="reduced")
-    stacked = np.vstack([r, np.diag(pen)])
-    rhs = np.concatenate([q.T @ b, pen * center])
-    theta, _ = nnls(stacked, rhs, maxiter=50 * len(center))
-    return np.asarray(theta, dtype=np.float64)
-
-
-def _objective(c: np.ndarray, theta: np.ndarray, z: np.ndarray, w: np.ndarray, pen: np.ndarray,
-               center: np.ndarray, loss: str) -> float:
-    r = z - np.log1p(c @ theta)
-    data = np.sum(w * (np.abs(r) if loss == "l1" else r * r))
-    return float(data + np.sum((pen * (theta - center)) ** 2))
+def _objective(c: np.ndarray, phi: np.ndarray, z: np.ndarray, w: np.ndarray, loss: str) -> float:
+    r = z - np.log1p(c @ np.exp(phi))
+    return float(np.sum(w * (np.abs(r) if loss == "l1" else r * r)))
 
 
 def fit_base(name: str, features: Sequence[str], x: np.ndarray, y: np.ndarray, weight: np.ndarray | None,
@@ -109,40 +95,50 @@ def fit_base(name: str, features: Sequence[str], x: np.ndarray, y: np.ndarray, w
     w = np.ones(len(y)) if weight is None else np.asarray(weight, dtype=np.float64)
     w = w * (len(w) / max(float(w.sum()), 1e-12))
     t = term_matrix(terms, features, x)
-    s = level(y, t @ np.array(prior.coefficients), w)
-    scale = s * np.array([DEFAULT_COEFFICIENTS[name][k] for k in terms])
-    c = t * scale
-    center = np.array(prior.coefficients) / (scale / s)
-    pen = math.sqrt(params.prior_rows) * shares(name, tuple(features))
-    theta = _gauss_newton(c, np.log1p(np.asarray(y, dtype=np.float64)), w, pen, center, params)
-    return Base(terms, tuple(float(v) for v in theta * scale), rows=len(y), source="fit")
+    coefficients = np.array(prior.coefficients)
+    s = level(y, t @ coefficients, w)
+    grid = grid_terms(name, tuple(features))
+    t_all = np.vstack([t, grid])
+    z_all = np.concatenate([np.log1p(np.asarray(y, dtype=np.float64)), np.log1p(s * (grid @ coefficients))])
+    w_all = np.concatenate([w, np.full(len(grid), params.prior_rows / len(grid))])
+    scale = s * np.maximum(coefficients, FLOOR * np.array([DEFAULT_COEFFICIENTS[name][k] for k in terms]))
+    phi = _levenberg_marquardt(t_all * scale, z_all, w_all, params)
+    return Base(terms, tuple(float(v) for v in np.exp(phi) * scale), rows=len(y), source="fit")
 
 
-def _gauss_newton(c: np.ndarray, z: np.ndarray, w: np.ndarray, pen: np.ndarray, center: np.ndarray,
-                  params: BaseFitParams) -> np.ndarray:
-    theta = center.copy()
-    best = _objective(c, theta, z, w, pen, center, params.loss)
+def _relative_start(c: np.ndarray, z: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``log θ`` of the convex relative-error problem ``min Σ w·((c θ − y) / (1 + y))²``, θ ≥ ``MIN_THETA`` (a
+    projected least-squares solution): near the log-space optimum however far the prior is off."""
+    y1 = np.expm1(z) + 1.0
+    root = np.sqrt(w) / y1
+    theta, *_ = np.linalg.lstsq(c * root[:, None], (y1 - 1.0) * root, rcond=None)
+    return np.log(np.maximum(theta, MIN_THETA))
+
+
+def _levenberg_marquardt(c: np.ndarray, z: np.ndarray, w: np.ndarray, params: BaseFitParams) -> np.ndarray:
+    starts = (np.zeros(c.shape[1]), _relative_start(c, z, w))
+    values = [_objective(c, p, z, w, params.loss) for p in starts]
+    phi, best = min(zip(starts, values, strict=True), key=lambda pv: pv[1])
+    damping = 1e-3
     for _ in range(params.iterations):
+        theta = np.exp(phi)
         b = c @ theta
         r = z - np.log1p(b)
-        j = c / (1.0 + b)[:, None]
         wi = w / np.maximum(np.abs(r), L1_FLOOR) if params.loss == "l1" else w
-        root = np.sqrt(wi)
-        step = _nnls(j * root[:, None], (r + j @ theta) * root, pen, center)
-        for _ in range(6):  # backtrack: a Gauss-Newton step can overshoot where log1p bends
-            value = _objective(c, step, z, w, pen, center, params.loss)
-            if value <= best:
+        j = c * theta / (1.0 + b)[:, None]
+        hessian = (j * wi[:, None]).T @ j
+        gradient = j.T @ (wi * r)
+        while damping < 1e8:
+            step = np.linalg.solve(hessian + damping * np.diag(np.diag(hessian) + 1e-12), gradient)
+            candidate = np.clip(phi + step, math.log(MIN_THETA), -math.log(MIN_THETA))
+            value = _objective(c, candidate, z, w, params.loss)
+            if value < best:
                 break
-            step = 0.5 * (step + theta)
+            damping *= 10.0
         else:
-            return theta
-        converged = best - value <= 1e-9 * max(best, 1e-12)
-        theta, best = step, value
+            return phi
+        converged = best - value <= 1e-10 * max(best, 1e-12)
+        phi, best, damping = candidate, value, max(damping / 10.0, 1e-9)
         if converged:
             break
-    return theta
-
-
-def constant_only(base: Base) -> bool:
-    """Whether every coefficient but the constant's is 0 (the base then says nothing about load)."""
-    return all(c == 0 for t, c in zip(base.terms, base.coefficients, strict=True) if t != CONSTANT)
+    return phi
