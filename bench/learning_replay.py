@@ -5,7 +5,8 @@
 
 ``--suite bench/learning-logs`` replays the 14 logs committed there (the trainers of the real-engine routing runs,
 conv and code, six policies and the predicted-latency run with the deployed-shape seed; each with its per-request
-CSV), with ``--seed-dir`` the seed of ``sim.prior_seed --profile demo/profiles/tiny-llama.json --speed-factor 2``.
+CSV), with ``--seed-dir`` the seed of ``sim.prior_seed --profile demo/profiles/tiny-llama.json`` (the profile's
+physical base; without it the default base).
 
 Each ``--log`` is a trainer's ``log/`` directory (e.g. a ``bench.real_engine`` work directory's
 ``POLICY/trainer-engine/log``). Its records are fed, in their stored order and with their stored wall times, into a
@@ -13,8 +14,9 @@ Each ``--log`` is a trainer's ``log/`` directory (e.g. a ``bench.real_engine`` w
 record is added, each of its rows is predicted by the bundle that was live when the request was dispatched (its
 completion minus TTFT and decode: the p90 the trainer would have served it, minus the router's per-pod
 correction), and the retrain cycle runs whenever the record's wall time passes the next retrain tick — the
-trainer's own cycle code (fits, rescaled prior, challenger tests, shift bound), in the log's time. Settings are the
-trainer's (``--set`` overrides any field, e.g. ``prior_min_fit_rows=50``; ``--seed-dir`` = ``LATENCY_SEED_DIR``).
+trainer's own cycle code (base and tree fits, publish sweep, challenger tests, shift bound), in the log's time.
+Settings are the trainer's (``--set`` overrides any field, e.g. ``base_prior_rows=10``; ``--seed-dir`` =
+``LATENCY_SEED_DIR``).
 
 Per log and model: served p90 coverage and pinball over all rows, over the rows after ``--after-s`` seconds (the
 real-engine learning target's 60 s) and per ``--window-s`` window; the versions published. Offline and
@@ -232,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--window-s", type=float, default=20.0)
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args(argv)
-    overrides = {"min_samples_for_retrain": 10, "retraining_interval_sec": 2.0, **_parse_set(args.set)}
+    overrides = {"retraining_interval_sec": 2.0, **_parse_set(args.set)}
     if args.seed_dir is not None:
         overrides["seed_dir"] = str(args.seed_dir)
     result: dict[str, Any] = {"settings": {k: v for k, v in overrides.items()}, "logs": {}}

@@ -56,6 +56,10 @@ calibration and the champion/challenger scores (the window's holdout alone is 10
 NOISE_Z = 2.0
 """A challenger is kept out only when it is worse than the live model by more than this many standard errors of
 the paired per-row loss difference on the newest rows."""
+MIN_COMPARE_ROWS = 5
+"""The live model is judged only on newest rows it was not fitted on; with fewer than this many the challenger —
+fitted on more rows — is not compared at all (a thin pool's fit scored against a live model that saw the same
+rows would lose to that model's in-sample fit every cycle)."""
 
 
 @dataclass
@@ -64,7 +68,8 @@ class Challenger:
     rows: int
     live_scores: Scores | None
     paired: tuple[np.ndarray, np.ndarray] | None
-    """Per-row losses of (challenger, live model) on the same newest rows (None: no live model)."""
+    """Per-row losses of (challenger, live model) on the same newest rows (None: no live model, or too few rows it
+    was not fitted on)."""
     rows_added: int
     shift: float | None
     """Median ratio challenger / live of the primary quantile on the probe grid (None: no trained live model)."""
@@ -76,6 +81,8 @@ class Challenger:
     """Why a challenger was kept out for its coverage (``covers``)."""
     falls: tuple[Drop, ...] = ()
     """Where the challenger falls as a load feature grows (``trainer.monotone_check``): refused when any."""
+    compared: Scores | None = None
+    """The challenger's own scores on the rows it was compared with the live model on."""
 
     @property
     def name(self) -> str:
@@ -89,7 +96,7 @@ class Challenger:
         """Its honest coverage on the newest rows is consistent with ``alpha`` (within ``NOISE_Z`` binomial s.e.),
         or not below the live model's on the same rows: an under-covering fit never replaces a better-covering
         model, however well it scores on pinball (a few dozen rows cannot show that a p90 is a p90)."""
-        s, live = self.fitted.scores, self.live_scores
+        s, live = self.compared or self.fitted.scores, self.live_scores
         return live is None or covers(s.coverage, s.n, alpha, NOISE_Z) or s.coverage >= live.coverage
 
 
@@ -109,6 +116,8 @@ class Retrainer:
         self.adaptive = adaptive or AdaptiveLevel(params.alpha, 0.0)
         self.history = history
         self._fitted_at_rows = {name: -1 for name in MODEL_NAMES}
+        self._live_through: dict[str, int | None] = dict.fromkeys(MODEL_NAMES)
+        """The newest row (sequence number) the live model was fitted on, when this process published it."""
         self._pending: dict[str, int] = dict.fromkeys(MODEL_NAMES, 0)
         self.last_cycle_fitted = False
 
@@ -127,6 +136,8 @@ class Retrainer:
         version = self._publish(winners) if winners else None
         for c in challengers:
             self._fitted_at_rows[c.name] = c.rows_added  # only after the cycle succeeded: a failure retries
+            if version is not None and c.name in winners:
+                self._live_through[c.name] = c.fitted.fitted_through
             self._report(c, version if c.name in winners else None)
         return version
 
@@ -149,14 +160,19 @@ class Retrainer:
         falls = tuple(self._falls(fitted, train, holdout))
         if live is None:
             return Challenger(fitted, len(train), None, None, added, None, falls=falls)
-        newest = fitted.newest
-        cols = matrix_columns(name, newest.data, self.params.tpot_zero_token_count)
+        through = self._live_through[name]
+        unseen = np.ones(len(fitted.newest), bool) if through is None else fitted.newest.seq > through
+        shift, live_rows = self._shift(live, name, fitted), live.bundle.model_entry(name).training_rows
+        if unseen.sum() < MIN_COMPARE_ROWS:
+            return Challenger(fitted, len(train), None, None, added, shift, live_rows, falls=falls)
+        newest = fitted.newest.take(unseen)
         y = newest.column(TARGET_OF[name])
-        served = live.predict(name, cols)
+        served = live.predict(name, matrix_columns(name, newest.data, self.params.tpot_zero_token_count))
+        mine = fitted.holdout_pred[unseen]
         a, objective = self.params.alpha, self.params.objective
-        paired = (row_losses(fitted.holdout_pred, y, a, objective), row_losses(served, y, a, objective))
-        return Challenger(fitted, len(train), score(served, y, a), paired, added, self._shift(live, name, fitted),
-                          live.bundle.model_entry(name).training_rows, falls=falls)
+        paired = (row_losses(mine, y, a, objective), row_losses(served, y, a, objective))
+        return Challenger(fitted, len(train), score(served, y, a), paired, added, shift, live_rows, falls=falls,
+                          compared=score(mine, y, a))
 
     def _falls(self, fitted: FittedModel, train: Rows, holdout: Rows) -> list[Drop]:
         """``fitted``'s falls along the load sweeps over its window (``trainer.monotone_check``)."""
@@ -201,7 +217,7 @@ class Retrainer:
     def _covers(self, c: Challenger) -> bool:
         if self.params.objective != "quantile" or c.covers(self.params.alpha):
             return True
-        s, live = c.fitted.scores, c.live_scores
+        s, live = c.compared or c.fitted.scores, c.live_scores
         c.undercovers = (f"coverage {100 * s.coverage:.1f}% < {100 * self.params.alpha:g}% beyond noise and below the "
                          f"live model's {100 * (live.coverage if live else 0.0):.1f}% on the same {s.n} newest rows")
         return False
@@ -236,8 +252,9 @@ class Retrainer:
         else:
             crit = "pinball" if self.params.objective == "quantile" else "rmse"
             live_loss = c.live_scores.loss(self.params.objective) if c.live_scores else float("nan")
-            outcome = (f"kept v{self.live.version}: {crit} {s.loss(self.params.objective):.2f} > {live_loss:.2f} "
-                       f"beyond noise ({NOISE_Z:g} s.e.)")
+            mine = c.compared or s
+            outcome = (f"kept v{self.live.version}: {crit} {mine.loss(self.params.objective):.2f} > {live_loss:.2f} "
+                       f"beyond noise ({NOISE_Z:g} s.e.) on the {mine.n} newest rows it was not fitted on")
         shift = "n/a" if c.shift is None else f"x{c.shift:.2f}"
         used, rows = entry.location_fit_rows, entry.fit_rows
         budget = f", location on {used} of {rows} rows (fit budget)" if used < rows else ""

@@ -46,6 +46,7 @@ from trainer.fit import (
     training_columns,
 )
 from trainer.recency import Recency
+from trainer.thin import fit_thin
 from trainer.window import Rows
 
 STOP_ROWS = 2_000
@@ -93,6 +94,8 @@ class FittedModel:
     newest: Rows = field(default_factory=Rows.empty)
     """The newest rows the model was selected, calibrated and scored on (``newest_split``): the live model is
     judged on the same rows."""
+    fitted_through: int = -1
+    """The newest row (sequence number) the base and the trees were fitted on."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,9 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     """Fit, select, calibrate and score model ``name`` (CPU-bound: call off the event loop). The base is shrunk
     toward ``prior`` while rows are few (``trainer.base_fit``; None: the default coefficients)."""
     started, cpu_started = time.perf_counter(), time.thread_time()
+    if params.objective == "quantile" and len(train) + len(newest) < params.tree_min_rows:
+        return _thin_model(spec, name, Rows.concat([r for r in (train, newest) if len(r)]), params,
+                           recency or Recency(), prior, (started, cpu_started))
     train, newest = newest_split(train, newest)
     rows = len(train) + len(newest)
     d = _data(spec, name, train, newest, params, recency or Recency(), prior)
@@ -241,8 +247,7 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     quantiles = candidate is not None and d.logged and len(d.fit) >= MIN_QUANTILE_ROWS
     booster = _quantiles(d, params, candidate, location) if quantiles and candidate is not None else \
         empty_booster(d.x, len(served), d.features)
-    x_probe = spec.matrix(name, {**probe_columns(), **({"num_tokens_generated": np.zeros(PROBE_ROWS)}
-                                                       if name == "tpot" and params.tpot_zero_token_count else {})})
+    x_probe = _probe(spec, name, params)
     m_probe = d.base.compiled(d.features).margin(x_probe, d.transform)
     k = len(served)
     raw_new, raw_ref, raw_probe = (_raw(location, booster, x, m, k) for x, m in
@@ -264,7 +269,45 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
                  metrics=scores.as_dict(), reference_metrics=reference.as_dict())
     files, manifest_entry = encode_model(booster, name, d.features, entry, location)
     probe = cals[primary].apply_log(raw_probe[:, primary]) if d.logged else np.maximum(raw_probe[:, primary], 0)
-    return FittedModel(name, files, manifest_entry, scores, reference, fit_seconds, probe, holdout_pred, newest)
+    return FittedModel(name, files, manifest_entry, scores, reference, fit_seconds, probe, holdout_pred, newest,
+                       int(train.seq.max(initial=-1)))
+
+
+def _probe(spec: FeatureSpec, name: str, params: FitParams) -> np.ndarray:
+    zero = {"num_tokens_generated": np.zeros(PROBE_ROWS)} if name == "tpot" and params.tpot_zero_token_count else {}
+    return spec.matrix(name, {**probe_columns(), **zero})
+
+
+def _thin_model(spec: FeatureSpec, name: str, rows: Rows, params: FitParams, recency: Recency, prior: Base | None,
+                clocks: tuple[float, float]) -> FittedModel:
+    """Fewer rows than the trees need: the base alone on every row, calibrated on cross-validated residuals
+    (``trainer.thin``); every row is a newest row."""
+    features = spec.columns(name)
+    x = spec.matrix(name, training_columns(name, rows, params.tpot_zero_token_count))
+    y = rows.column(TARGET_OF[name])
+    weight = recency.weights(rows.wall, float(rows.wall.max(initial=0.0)))
+    thin = fit_thin(name, features, x, y, weight, prior, params)
+    primary = params.served.index(params.alpha)
+    scores = score(thin.holdout_pred, y, params.alpha)
+    served_probe = thin.calibrations[primary].apply_log(np.log1p(thin.base.compiled(features)(_probe(spec, name,
+                                                                                                        params))))
+    k = len(params.served)
+    booster = empty_booster(x, k, features)
+    entry: dict[str, Any] = {
+        "quantiles": list(params.served), "primary_quantile": params.alpha, "objective": params.objective,
+        "target_transform": "log1p", "calibration": thin.calibrations[primary].as_dict(),
+        "calibrations": {quantile_key(q): c.as_dict() for q, c in zip(params.served, thin.calibrations, strict=True)},
+        "candidate": BASE_ONLY, "selection_log_rmse": {BASE_ONLY: _rmse(np.log1p(y), thin.margin)},
+        "location_rounds": 0, "quantile_rounds": 0, "training_rows": len(rows), "fit_rows": len(rows),
+        "stop_rows": 0, "holdout_rows": len(rows), "prior": False, "base": thin.base.as_dict(),
+        "importances": _term_shares(thin.base, features, x),
+        "fit_seconds": round(time.perf_counter() - clocks[0], 4),
+        "fit_cpu_seconds": round(time.thread_time() - clocks[1], 4), "location_seconds": 0.0,
+        "location_fit_rows": len(rows), "calibration_level": round(thin.levels[primary], 4),
+        "metrics": scores.as_dict(), "reference_metrics": scores.as_dict()}
+    files, manifest_entry = encode_model(booster, name, features, entry)
+    return FittedModel(name, files, manifest_entry, scores, scores, entry["fit_seconds"], served_probe,
+                       thin.holdout_pred, rows, int(rows.seq.max(initial=-1)))
 
 
 def _served(raw: np.ndarray, y: np.ndarray, params: FitParams, logged: bool, floor: float,
@@ -277,14 +320,14 @@ def _reference(raw: np.ndarray, y: np.ndarray, cal: Calibration, params: FitPara
     return score(pred, y, params.alpha)
 
 
-def base_importances(d: _Data) -> dict[str, float]:
-    """A model served by its base alone: each feature's mean share of the base over the fit rows (a product term's
+def _term_shares(base: Base, features: tuple[str, ...], x: np.ndarray) -> dict[str, float]:
+    """A model served by its base alone: each feature's mean share of the base over the rows (a product term's
     share split between its two columns; the constant's left out), normalised to 1."""
-    parts = term_matrix(d.base.terms, d.features, d.x[d.fit]) * np.array(d.base.coefficients)
+    parts = term_matrix(base.terms, features, x) * np.array(base.coefficients)
     share = (parts / np.maximum(parts.sum(axis=1, keepdims=True), 1e-12)).mean(axis=0) if len(parts) else \
-        np.zeros(len(d.base.terms))
-    out = dict.fromkeys(d.features, 0.0)
-    for term, value in zip(d.base.terms, share, strict=True):
+        np.zeros(len(base.terms))
+    out = dict.fromkeys(features, 0.0)
+    for term, value in zip(base.terms, share, strict=True):
         for col in term_columns(term):
             out[col] += float(value) / len(term_columns(term))
     total = sum(out.values())
@@ -303,6 +346,7 @@ def _entry(d: _Data, params: FitParams, served: tuple[float, ...], cals: list[Ca
         "location_rounds": location.num_boosted_rounds() if location is not None else 0,
         "quantile_rounds": booster.num_boosted_rounds(),
         "training_rows": train_rows, "fit_rows": len(d.fit), "stop_rows": len(d.stop), "holdout_rows": newest_rows,
-        "importances": importances(location, d.features) if location is not None else base_importances(d),
+        "importances": importances(location, d.features) if location is not None else
+        _term_shares(d.base, d.features, d.x[d.fit]),
         "prior": False, "base": d.base.as_dict(),
     }

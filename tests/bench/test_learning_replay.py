@@ -25,7 +25,7 @@ def test_every_stored_row_finds_its_dispatch_in_the_runs_request_csv() -> None:
 def test_a_replay_scores_every_row_and_publishes(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     main(["--log", str(LOGS / "code-round-robin"), "--requests", str(LOGS / "code-round-robin-requests.csv"),
-          "--set", "train_threads=1", "--set", "prior_min_fit_rows=0", "--out", str(out)])
+          "--set", "train_threads=1", "--out", str(out)])
     result = json.loads(out.read_text())
     (log,) = result["logs"].values()
     assert log["ttft"]["all"]["rows"] == log["tpot"]["all"]["rows"] == 30

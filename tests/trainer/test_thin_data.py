@@ -235,3 +235,43 @@ def test_rows_already_fitted_are_not_refitted_every_cycle(
     post(client, make_rows(1, seed=8))
     service_of(client).loop.run_cycle()
     assert fits == ["ttft", "ttft"]
+
+
+@pytest.mark.parametrize("n", [12, 40, 90])
+def test_a_base_alone_on_few_rows_is_calibrated_on_every_row(n: int) -> None:
+    """Below the trees' threshold the base alone is served, calibrated on cross-validated residuals of every row
+    (not on a held-out quarter): averaged over seeds its p90 covers fresh rows of the same pool."""
+    params = FitParams(rounds=30, nthread=1, tree_min_rows=100)
+    cover = []
+    for seed in range(6):
+        rows = window_rows(n, seed)
+        cut = n - max(1, n // 10)
+        fitted = fit_model(SPEC, "ttft", rows.take(slice(0, cut)), rows.take(slice(cut, None)), params)
+        assert fitted.entry.candidate == "base" and fitted.entry.holdout_rows == n == len(fitted.newest)
+        assert fitted.fitted_through == n - 1 and fitted.entry.quantile_rounds == 0
+        cover.append(_coverage(rows.take(slice(0, cut)), rows.take(slice(cut, None)), window_rows(3000, 99), "ttft",
+                               params))
+    assert 0.84 <= np.mean(cover) <= 0.97 and min(cover) >= 0.65, cover
+
+
+def test_the_adaptive_level_pools_a_thin_pools_cycles_until_enough_rows_arrived() -> None:
+    level = AdaptiveLevel(0.9, 0.2, min_rows=20)
+    for _ in range(3):
+        level.observe("ttft", 0.5, 6)  # 18 rows: not enough for a step yet
+    assert level.level("ttft") == 0.9
+    level.observe("ttft", 0.5, 2)  # 20 rows pooled at 0.5 coverage: one step up
+    assert level.level("ttft") == pytest.approx(0.98)
+
+
+def test_a_new_fit_is_judged_only_on_rows_the_live_model_was_not_fitted_on(
+        client_factory: Callable[..., TestClient], caplog: pytest.LogCaptureFixture) -> None:
+    """After a thin fit is published, the next one (fitted on two more rows) is not compared with the live model on
+    the rows that model was fitted on (it would win on its own in-sample fit): fewer than MIN_COMPARE_ROWS unseen
+    rows, so the newer fit is published."""
+    client = client_factory(min_samples_for_retrain=100)
+    post(client, make_rows(20, seed=11))
+    assert service_of(client).loop.run_cycle() == 2
+    post(client, make_rows(2, seed=12))
+    with caplog.at_level(logging.INFO, logger="trainer.retrain"):
+        assert service_of(client).loop.run_cycle() == 3
+    assert cycle.MIN_COMPARE_ROWS > 2
