@@ -10,7 +10,9 @@ from predictor.sync import SyncResult
 from shared.predictor_settings import PredictorSettings
 from shared.timefmt import from_epoch
 
-MODEL_KEYS = ("features", "quantiles", "calibration", "training_rows", "holdout_rows", "metrics")
+MODEL_KEYS = ("features", "quantiles", "calibration", "training_rows", "holdout_rows", "metrics", "candidate", "base")
+"""Keys of each manifest entry ``/status`` echoes under ``bundle.models.<name>`` (those the entry has): the router reads
+``candidate`` and ``base`` (the physical base: terms, coefficients, rows, source) for its status page."""
 
 
 class StatusView:

@@ -219,6 +219,18 @@ class ScraperConfig(BaseModel):
         "the last values are still used, router-side in-flight is always current).", gt=0)
 
 
+class ModelStatusConfig(BaseModel):
+    """Background read of each pool's live models from a predictor's GET /status (``router_client/model_watch.py``)."""
+
+    model_config = _STRICT
+
+    interval_s: float = Field(default=5.0, description="Seconds between reads of each pool's predictor status.", gt=0)
+    timeout_s: float = Field(default=2.0, description="HTTP timeout of one read; then the pool's next predictor URL.",
+                             gt=0)
+    history: int = Field(default=100, description="Bundle versions (with their model bases) kept per pool for the "
+                         "status page.", ge=1)
+
+
 class CorrectionConfig(BaseModel):
     """Per-pod correction: predictions for a pod are multiplied by a factor learned from that pod's recent
     actual / predicted ratios (``router_client/correction.py``)."""
@@ -359,6 +371,8 @@ class RouterConfig(BaseModel):
         default=0.9, description="Quantile the pools' models predict (the trainer's LATENCY_QUANTILE_ALPHA): the "
         "correction's target quantile and the pinball loss's.", gt=0, lt=1)
     tuning: TuningConfig = Field(default_factory=lambda: TuningConfig(), description="Threshold / pool-split tuning.")
+    model_status: ModelStatusConfig = Field(
+        default_factory=lambda: ModelStatusConfig(), description="Each pool's live models, read from its predictors.")
     predictor_timeout_ms: float = Field(
         default=5.0, description="Budget from the start of a decision to the predictions; then the fallback.", gt=0)
     predictor_http_timeout_ms: float = Field(

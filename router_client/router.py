@@ -35,6 +35,7 @@ from router_client.errors import PredictionUnavailable
 from router_client.http1 import Http1Pool
 from router_client.live_metrics import AdaptiveCollector, MembershipCollector, RouterMetrics
 from router_client.membership import LEAVING, Change, Membership
+from router_client.model_watch import ModelWatch
 from router_client.pd import decider
 from router_client.pd.config import PdConfig
 from router_client.pd.metrics import PdMetrics
@@ -115,6 +116,8 @@ class Router:
         self.pd = PdMetrics(self.metrics_registry)
         """What P/D routing did (decider choices, pairs, prefill and KV hand-over times): metrics and status."""
         self.discovery = Discovery(config.pools, self.members, self._on_change, self._metrics, clock=clock)
+        self.models = ModelWatch({p.name: p.predictor_urls for p in config.pools}, config.model_status)
+        """Each pool's live models (bundle version, per model its base) as its predictors report them."""
         self._http: httpx.AsyncClient | None = None
         self._scrape_pool: Http1Pool | None = None
         self._scraper: MetricsScraper | None = None
@@ -133,8 +136,8 @@ class Router:
         return self._pools
 
     async def start(self) -> None:
-        """Resolve the discovered pools once, open the HTTP client and start discovery, the scraper, the reporter
-        and the predictor clients."""
+        """Resolve the discovered pools once, open the HTTP client and start discovery, the scraper, the reporter,
+        the predictor clients and the reads of the predictors' status (``models``)."""
         cfg = self.config
         limits = httpx.Limits(max_connections=256, max_keepalive_connections=64,
                               keepalive_expiry=cfg.reporter.max_idle_s)
@@ -155,10 +158,12 @@ class Router:
         self.discovery.start()
         self._scraper.start()
         self._reporter.start()
+        self.models.start(self._http)
 
     async def aclose(self) -> None:
         """Stop background tasks, flush what the reporter holds (best effort) and close connections."""
         await self.discovery.stop()
+        await self.models.stop()
         if self._scraper is not None:
             await self._scraper.stop()
         if self._scrape_pool is not None:
@@ -401,7 +406,7 @@ class Router:
         """The JSON document of the proxy's ``GET /status`` (see ``router_client/status.py``)."""
         sources = StatusSources(self.config, self.correction, self.drift, self._state, self.share, self._routed,
                                 self._metrics.fallback_counts(), self._metrics.shed_counts(), self.members,
-                                self.discovery.status)
+                                self.discovery.status, self.models.status)
         status = build_status(sources, self._clock())
         if self._role_cores:
             status = {**status, "pd": self.pd.status()}

@@ -1,10 +1,12 @@
 """The router's state as one JSON-ready document (the proxy's ``GET /status``; a status page reads it).
 
 Per pool: fallbacks and sheds by reason, the pool-wide drift series, discovery (name, last outcome; null for a
-static pool), and per pod (serving, joining and leaving ones, with their ``state``) its configured class,
-recent traffic share, routed count, in-flight requests, scraped load and age, and per target the
-correction factor next to the drift series (predicted vs measured means, coverage of the acted-on and of
-the raw prediction, pinball, alarm). Built on demand from snapshots; nothing here is on the hot path.
+static pool), the live models its predictors serve (``model``: bundle version, per model candidate and physical
+base, read in the background by ``router_client.model_watch``; null without predictors), and per pod (serving,
+joining and leaving ones, with their ``state``) its configured class, recent traffic share, routed count,
+in-flight requests, scraped load and age, and per target the correction factor next to the drift series
+(predicted vs measured means, coverage of the acted-on and of the raw prediction, pinball, alarm). Built on
+demand from snapshots; nothing here is on the hot path.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class StatusSources:
     sheds: Mapping[tuple[str, str], float]
     members: Membership
     discovery: Callable[[str], dict[str, Any] | None]
+    model: Callable[[str], dict[str, Any] | None]
 
 
 def _drift(state: DriftState | None, now: float) -> dict[str, Any]:
@@ -72,7 +75,7 @@ def build_status(src: StatusSources, now: float) -> dict[str, Any]:
             "name": pool.name, "pod_type": pool.pod_type,
             "fallbacks": _by_reason(src.fallbacks, pool.name), "shed": _by_reason(src.sheds, pool.name),
             **{target: _drift(src.drift.state(pool.name, POOL_WIDE, target), now) for target in TARGETS},
-            "discovery": src.discovery(pool.name),
+            "discovery": src.discovery(pool.name), "model": src.model(pool.name),
             "pods": [_pod(src, pool, pod, now) for pod in src.members.pool(pool.name).members()],
         })
     return {"generated_at": rfc3339(), "prediction_quantile": cfg.prediction_quantile,

@@ -3,7 +3,9 @@
 ``status`` is ``Router.status()`` unchanged (so the page's numbers are the ``/status`` numbers); next to
 it: the pool classifier's thresholds, pool tuning's state when the router has it, the status sampled
 over time (``status_history``), exact per-pool coverage since start, the newest requests' predicted
-(at dispatch) vs measured latencies (``request_log``) and, with P/D pools, what P/D routing did (``pd``).
+(at dispatch) vs measured latencies (``request_log``), per pool and model the physical base its predictors serve
+now and at every bundle version seen (``bases``: the document ``shared.charts.coefficients`` renders; read by
+``Router.models``) and, with P/D pools, what P/D routing did (``pd``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 from router_client.request_log import TARGETS, RequestLog
 from router_client.router import Router
 from router_client.status_history import StatusHistory
+from shared.charts.coefficients import base_history
 from shared.timefmt import rfc3339
 
 RECENT = 300
@@ -50,6 +53,24 @@ def _recent(requests: RequestLog, pool: str, n: int) -> dict[str, Any]:
     return out
 
 
+def _live(bundle: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """``name``'s base in ``bundle`` with the bundle's version (None: no such model, or the trees alone)."""
+    base = bundle["models"].get(name, {}).get("base")
+    return None if base is None else {"version": bundle["version"], **base}
+
+
+def _bases(router: Router, pool: str) -> dict[str, Any]:
+    """Per model of the pool's live bundle: its base now and at each version the router read (oldest first)."""
+    status = router.models.status(pool)
+    bundle = None if status is None else status["bundle"]
+    if bundle is None:
+        return {}
+    history = router.models.history(pool)
+    return {name: base_history(name, _live(bundle, name), [{"at": h["at"], "published": True, **base}
+                                                           for h in history if (base := _live(h, name))])
+            for name in bundle["models"]}
+
+
 def ui_data(router: Router, history: StatusHistory, requests: RequestLog, recent: int = RECENT) -> dict[str, Any]:
     status = router.status()
     return {
@@ -57,5 +78,6 @@ def ui_data(router: Router, history: StatusHistory, requests: RequestLog, recent
         "classifier": _classifier(router), "tuning": _tuning(router, status),
         "totals": requests.totals(), "requests_logged": requests.last_seq,
         "recent": {p["name"]: _recent(requests, p["name"], recent) for p in status["pools"]},
+        "bases": {p["name"]: _bases(router, p["name"]) for p in status["pools"]},
         "history": history.samples(), "history_every_s": history.every_s, "pd": status.get("pd"),
     }

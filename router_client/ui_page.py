@@ -1,19 +1,22 @@
 """The proxy's ``GET /ui``: the router's status page, rendered from the ``/ui/data`` document (dict → HTML).
 
 Per pool: traffic share per pod over time, predicted (at dispatch) vs measured TTFT/TPOT over time and per
-request, per-pod correction factors over time, drift state, shed reasons and fallback decisions; the pool
-classifier's thresholds and pool tuning's recommendation when present; P/D pools' pairs, times and decider
-choices (``router_client/pd/ui.py``). Every number from ``/status``
-carries ``data-key`` = its path in ``/ui/data`` (``status.pools.0.pods.1.routed`` …).
+request, per-pod correction factors over time, drift state, shed reasons and fallback decisions, the live
+bundle its predictors serve and per model its physical base's coefficients at each version read (a table with
+units and one small chart per term: ``shared.charts.coefficients``); the pool classifier's thresholds and pool
+tuning's recommendation when present; P/D pools' pairs, times and decider choices (``router_client/pd/ui.py``).
+Every number carries ``data-key`` = its path in ``/ui/data`` (``status.pools.0.pods.1.routed`` …).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from router_client.pd.ui import section as pd_section
 from shared.charts import Frame, Series, bar_chart, cards, esc, line_chart, num, page, row, scatter_chart, table
+from shared.charts.coefficients import base_panel
 
 TIME_AXIS = "seconds (0 = now)"
 TARGETS = ("ttft", "tpot")
@@ -128,6 +131,32 @@ def _pool_cards(i: int, pool: dict[str, Any], totals: dict[str, Any]) -> str:
     return cards(items)
 
 
+def _model_line(i: int, pool: dict[str, Any]) -> str:
+    """Which bundle the pool's predictors serve, where and when it was read, failed reads."""
+    m, k = pool["model"], f"status.pools.{i}.model"
+    bundle = m["bundle"]
+    error = f'; <span class="bad">last read failed: {esc(m["last_error"])}</span>' if m["last_error"] else ""
+    failed = f"failed reads {num(m['errors'], f'{k}.errors')}{error}"
+    if bundle is None:
+        return f'<p class="note">No model read from the predictors yet ({failed}).</p>'
+    chosen = ", ".join(f"{esc(n.upper())} {esc(e['candidate'] or '–')}" for n, e in bundle["models"].items())
+    read = time.strftime("%H:%M:%S", time.gmtime(m["read_at"]))
+    prior = " (prior)" if bundle["prior"] else ""
+    return (f"<p>bundle v{num(bundle['version'], f'{k}.bundle.version')}{prior} served, read from "
+            f"<code>{esc(m['url'])}</code>/status at {read} UTC; configuration chosen: {chosen}; {failed}</p>")
+
+
+def _models_section(i: int, pool: dict[str, Any], d: dict[str, Any]) -> list[str]:
+    name = pool["name"]
+    if pool.get("model") is None:
+        return []
+    out = [f"<h3>pool {esc(name)}: live models (from its predictors)</h3>", _model_line(i, pool)]
+    for model, doc in d["bases"].get(name, {}).items():
+        out += base_panel(f"{name}: {model.upper()} physical base: coefficients (ms per unit of each term) at each "
+                          "bundle version", doc, f"bases.{name}.{model}", d["now"], f"{name} {model.upper()}")
+    return out
+
+
 def _pool_section(i: int, pool: dict[str, Any], d: dict[str, Any]) -> list[str]:
     samples, now, q = _pool_samples(d, pool["name"]), d["now"], d["status"]["prediction_quantile"]
     recent = d["recent"].get(pool["name"], {"n": 0, **{t: {"predicted": [], "measured": []} for t in TARGETS}})
@@ -136,7 +165,7 @@ def _pool_section(i: int, pool: dict[str, Any], d: dict[str, Any]) -> list[str]:
             row(*(_means_chart(pool, samples, now, t) for t in TARGETS)),
             row(*(_scatter(pool["name"], recent, t, q) for t in TARGETS)),
             row(*(_correction_chart(pool, samples, now, t) for t in TARGETS)),
-            _pod_table(i, pool)]
+            _pod_table(i, pool), *_models_section(i, pool, d)]
 
 
 def _classifier_section(d: dict[str, Any]) -> list[str]:

@@ -1,8 +1,8 @@
 """What the status page plots over time, kept in memory and bounded: retrains, live error, ingest rate.
 
 * :class:`RetrainHistory` — one record per fitted model per cycle (rows, fit time, holdout scores, what was
-  decided and why, the configuration chosen), fed by ``Retrainer`` through one hook; the newest ``size``
-  per model are kept.
+  decided and why, the configuration chosen, the physical base fitted), fed by ``Retrainer`` through one hook;
+  the newest ``size`` per model are kept.
 * :class:`LiveSeries` — the prequential coverage and pinball of the live model (``trainer.prequential``),
   one point per model every ``every_s`` seconds at most, plus every drift-alarm change.
 * :class:`IngestRate` — rows stored per fixed time bin (``bin_s``), the newest ``bins`` bins.
@@ -20,10 +20,26 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from shared.bundle import ModelEntry
 from shared.features import MODEL_NAMES
+from shared.model import entry_base
 from trainer.fitted import FittedModel
 
 Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class BaseRecord:
+    """A fit's physical base (``shared.base``): coefficient per term (ms per unit), rows fitted on, source."""
+
+    coefficients: dict[str, float]
+    rows: int
+    source: str
+
+    @classmethod
+    def of(cls, entry: ModelEntry) -> BaseRecord | None:
+        base = entry_base(entry)
+        return None if base is None else cls({t: float(c) for t, c in base.named().items()}, base.rows, base.source)
 
 
 @dataclass(frozen=True)
@@ -50,6 +66,8 @@ class RetrainRecord:
     selection_log_rmse: dict[str, float]
     reference_metrics: dict[str, float]
     shift: float | None
+    base: BaseRecord | None = None
+    """None: the model is the trees alone (a format-1 entry)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,7 +89,8 @@ class RetrainHistory:
             decision=decision, version=version, reason=reason, candidate=entry.candidate,
             location_rounds=entry.location_rounds, quantile_rounds=entry.quantile_rounds,
             location_fit_rows=entry.location_fit_rows, selection_log_rmse=dict(entry.selection_log_rmse),
-            reference_metrics=dict(entry.reference_metrics or fitted.reference.as_dict()), shift=shift)
+            reference_metrics=dict(entry.reference_metrics or fitted.reference.as_dict()), shift=shift,
+            base=BaseRecord.of(entry))
         with self._lock:
             self._records[name].append(rec)
 

@@ -1,7 +1,8 @@
 """The status page's data (``GET /ui/data``; ``GET /ui`` renders the same document as HTML).
 
 Per model: the live model's prequential error now and over time, the retrain history, the live bundle's
-entry (configuration chosen, importances, holdout and reference metrics), and the newest window rows
+entry (configuration chosen, importances, holdout and reference metrics), its physical base and every fit's
+base over time (``base``: the document ``shared.charts.coefficients`` renders), and the newest window rows
 predicted by the live model at every served quantile (actual vs predicted). Service-wide: bundle, retrain
 loop, durable log, window, ingest rate, quarantine and drift-alarm events. CPU-bound (one small batch
 prediction per model): call it from the threadpool.
@@ -15,15 +16,17 @@ from typing import Any
 
 import numpy as np
 
+from shared.charts.coefficients import base_history
 from shared.features import MODEL_NAMES, TARGET_OF
-from shared.model import LoadedBundle, quantile_key
+from shared.model import LoadedBundle, entry_base, quantile_key
 from shared.timefmt import rfc3339
 from trainer.fit import matrix_columns
+from trainer.history import RetrainRecord
 from trainer.service import TrainerService
 
 RECENT_ROWS = 300
 ENTRY_KEYS = ("candidate", "location_rounds", "quantile_rounds", "selection_log_rmse", "training_rows",
-              "holdout_rows", "fit_seconds", "metrics", "reference_metrics", "calibration", "quantiles")
+              "holdout_rows", "fit_seconds", "metrics", "reference_metrics", "calibration", "quantiles", "base")
 
 
 def _recent(service: TrainerService, live: LoadedBundle | None, name: str, n: int) -> dict[str, Any]:
@@ -51,14 +54,28 @@ def _entry(live: LoadedBundle | None, name: str) -> dict[str, Any]:
     return out
 
 
+def _base(live: LoadedBundle | None, name: str, records: list[RetrainRecord]) -> dict[str, Any]:
+    """The live entry's base and every recorded fit's (``published``: it became the live model)."""
+    base = None if live is None else entry_base(live.bundle.model_entry(name))
+    live_doc = None if live is None or base is None else {
+        "version": live.version, "coefficients": {t: float(c) for t, c in base.named().items()}, "rows": base.rows,
+        "source": base.source}
+    series = [{"at": r.at, "version": r.version if r.decision == "published" else None,
+               "published": r.decision == "published", "decision": r.decision, "coefficients": r.base.coefficients,
+               "rows": r.base.rows, "source": r.base.source} for r in records if r.base is not None]
+    return base_history(name, live_doc, series)
+
+
 def _model(service: TrainerService, live: LoadedBundle | None, name: str, state: dict[str, Any],
            recent: int) -> dict[str, Any]:
     counts = service.window.counts()[name]
+    records = service.history.retrains.records(name)
     return {
         "live": state,
         "live_series": [asdict(p) for p in service.history.live.points(name)],
-        "retrains": [r.as_dict() for r in service.history.retrains.records(name)],
+        "retrains": [r.as_dict() for r in records],
         "live_entry": _entry(live, name),
+        "base": _base(live, name, records),
         "window": {"train": counts["train"], "holdout": counts["test"], "rows_added": service.window.rows_added(name)},
         "recent": _recent(service, live, name, recent),
     }

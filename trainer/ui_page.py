@@ -2,8 +2,10 @@
 
 Per model: coverage and pinball over time (the live model's prequential error as a line, every retrain's
 holdout score as a dot), newest rows actual vs predicted (y = x line, p50–p99 band), feature importances of
-the live bundle, the retrain history with what was decided and why. Service-wide: bundle, durable log,
-ingest rate, quarantine and drift alarms. Every number carries ``data-key`` = its path in ``/ui/data``.
+the live bundle, the physical base's coefficients (live and newest fit, with units; one small chart per term
+over time: ``shared.charts.coefficients``), the retrain history with what was decided and why. Service-wide:
+bundle, durable log, ingest rate, quarantine and drift alarms. Every number carries ``data-key`` = its path in
+``/ui/data``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shared.charts import Band, Frame, Series, bar_chart, cards, esc, line_chart, num, page, row, scatter_chart, table
+from shared.charts.coefficients import base_panel
 
 TIME_AXIS = "seconds (0 = now)"
 HISTORY_ROWS = 25
@@ -112,6 +115,8 @@ def _model_section(name: str, m: dict[str, Any], d: dict[str, Any]) -> list[str]
     return [f"<h2>{name.upper()} model</h2>", _live_cards(name, m),
             row(_coverage_chart(name, m, d), _pinball_chart(name, m, d)),
             row(_scatter(name, m), _importances(name, m)),
+            *base_panel(f"{name.upper()} physical base: coefficients (ms per unit of each term) over time", m["base"],
+                        f"models.{name}.base", d["now"], name.upper(), newest="newest fit"),
             f"<h3>{name.upper()} retrain history (newest first)</h3>", _history_table(name, m)]
 
 

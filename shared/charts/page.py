@@ -32,9 +32,25 @@ def esc(text: object) -> str:
     return escape(str(text))
 
 
-def fmt_value(value: float | int | None, digits: int = 2, pct: bool = False) -> str:
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits without trailing zeros (25, 0.08, 0.00042, 1.2e-6, 12,346): for
+    numbers whose magnitudes differ by orders, such as a latency model's coefficients."""
+    magnitude = abs(value)
+    if magnitude == 0:
+        return "0"
+    if 1e-4 <= magnitude < 1e6:
+        text = f"{value:,.{max(0, digits - 1 - math.floor(math.log10(magnitude)))}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    mantissa, exponent = f"{value:.{digits - 1}e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.') if '.' in mantissa else mantissa}e{int(exponent)}"
+
+
+def fmt_value(value: float | int | None, digits: int = 2, pct: bool = False, sig: int | None = None) -> str:
+    """``digits`` decimals (a percentage with ``pct``), or ``sig`` significant digits when given."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "–"
+    if sig is not None:
+        return significant(float(value), sig)
     if pct:
         return f"{100 * value:.{max(0, digits - 2)}f} %"
     if isinstance(value, int) and not isinstance(value, bool):
@@ -42,11 +58,11 @@ def fmt_value(value: float | int | None, digits: int = 2, pct: bool = False) -> 
     return f"{value:,.{digits}f}"
 
 
-def num(value: float | int | None, key: str, digits: int = 2, pct: bool = False) -> str:
+def num(value: float | int | None, key: str, digits: int = 2, pct: bool = False, sig: int | None = None) -> str:
     """``<span class="num" data-key=… data-value=…>`` with the rounded value as its text."""
     raw = "" if value is None else repr(value)
     return (f'<span class="num" data-key="{esc(key)}" data-value="{esc(raw)}">'
-            f"{esc(fmt_value(value, digits, pct))}</span>")
+            f"{esc(fmt_value(value, digits, pct, sig))}</span>")
 
 
 def card(label: str, value_html: str) -> str:

@@ -54,12 +54,14 @@ class Frame:
     x_fmt: Formatter = fmt
     y_fmt: Formatter = fmt
     hlines: Sequence[tuple[float, str]] = field(default_factory=tuple)
+    label: str = ""
+    """The chart's accessible name (``aria-label``) when the visible title leaves out its context; "": the title."""
 
 
 def _open(frame: Frame, points: int) -> list[str]:
     cls = "chart" if points else "chart empty"
     return [f'<svg class="{cls}" data-points="{points}" xmlns="http://www.w3.org/2000/svg" role="img" '
-            f'aria-label="{escape(frame.title)}" viewBox="0 0 {frame.width} {frame.height}" '
+            f'aria-label="{escape(frame.label or frame.title)}" viewBox="0 0 {frame.width} {frame.height}" '
             f'width="{frame.width}" height="{frame.height}" font-family="sans-serif" font-size="11">',
             f'<rect width="{frame.width}" height="{frame.height}" fill="#fff"/>',
             f'<text x="{MARGIN[3]}" y="16" font-size="13" font-weight="bold">{escape(frame.title)}</text>']

@@ -22,6 +22,7 @@ from PIL import Image
 
 from demo.browser import Chromium
 from demo.stack import Stack
+from tests.waiting import wait_for
 
 READ = """({
   charts: Array.from(document.querySelectorAll('svg.chart')).map(s => {
@@ -96,6 +97,20 @@ def _drawn(png: bytes, charts: list[dict[str, Any]]) -> list[str]:
     return drawn
 
 
+def _coefficients(shown: dict[str, float], key: str, base: dict[str, Any]) -> None:
+    """The page shows every term of ``base`` (a manifest entry's: terms, coefficients) under ``key``, and nothing
+    else there."""
+    on_page = {k.removeprefix(key): v for k, v in shown.items() if k.startswith(key)}
+    assert on_page == dict(zip(base["terms"], base["coefficients"], strict=True)) and len(on_page) >= 4, on_page
+
+
+def _bases_read(client: httpx.Client, stack: Stack) -> bool:
+    """The router has read the bundle each pool's predictor serves now (it reads them every few seconds)."""
+    pools = {p["name"]: p["model"] for p in client.get(stack.router_url + "/status").json()["pools"]}
+    return all((pools[pool]["bundle"] or {}).get("version") == client.get(url + "/status").json()["bundle"]["version"]
+               for pool, url in stack.predictor_urls.items())
+
+
 def _common(png: bytes, seen: dict[str, Any], errors: list[str], title: str) -> Image.Image:
     assert errors == [], errors
     image = Image.open(io.BytesIO(png))
@@ -115,26 +130,34 @@ def test_trainer_page_renders_with_plots_and_its_numbers(observed: Stack, chromi
     _common(png, seen, errors, "latency-trainer status")
     titles = [c["title"] for c in seen["charts"] if c["points"]]
     for expected in ("TTFT coverage", "TTFT pinball", "TTFT newest", "TTFT feature importance", "TPOT coverage",
-                     "TPOT newest", "ingest rate"):
+                     "TPOT newest", "ingest rate", "TTFT base: constant", "TTFT base: effective_input_tokens",
+                     "TPOT base: constant", "TPOT base: num_request_running"):
         assert any(t.startswith(expected) for t in titles), (expected, titles)
     assert _check_numbers(seen["nums"], doc) > 20
     shown = {key: float(raw) for key, raw, _ in seen["nums"] if raw}
     assert shown["durable.rows"] == status["durable"]["rows"]
     assert shown["models.ttft.window.train"] == status["training_data"]["ttft_samples"]
     assert shown["models.tpot.window.holdout"] == status["test_data"]["tpot_samples"]
+    for name in ("ttft", "tpot"):
+        _coefficients(shown, f"models.{name}.base.live.coefficients.", doc["models"][name]["live_entry"]["base"])
     assert len(doc["models"]["ttft"]["retrains"]) >= 2 and doc["models"]["ttft"]["recent"]["n"] > 0
 
 
 def test_router_page_renders_with_plots_and_its_numbers(observed: Stack, chromium: str, tmp_path: Path) -> None:
     url = observed.router_url
+    with httpx.Client(timeout=30) as client:
+        wait_for(lambda: _bases_read(client, observed), timeout=30, interval=0.5, what="the router reads the bases")
     png, seen, errors = asyncio.run(_render(chromium, url + "/ui", tmp_path))
     with httpx.Client(timeout=30) as client:
         doc = client.get(url + "/ui/data").json()
         status = client.get(url + "/status").json()
+        served = {pool: client.get(p + "/status").json()["bundle"] for pool, p in observed.predictor_urls.items()}
     _common(png, seen, errors, "latency-router status")
     titles = [c["title"] for c in seen["charts"] if c["points"]]
     for expected in ("short: traffic share per pod", "short: TTFT predicted vs measured", "short: TTFT last",
-                     "short: TPOT last", "short: sheds and fallback"):
+                     "short: TPOT last", "short: sheds and fallback", "short TTFT base: constant",
+                     "short TTFT base: effective_input_tokens", "short TPOT base: constant", "long TTFT base: constant",
+                     "long TPOT base: num_request_running"):
         assert any(t.startswith(expected) for t in titles), (expected, titles)
     assert _check_numbers(seen["nums"], doc) > 20
     shown = {key: float(raw) for key, raw, _ in seen["nums"] if raw}
@@ -143,6 +166,10 @@ def test_router_page_renders_with_plots_and_its_numbers(observed: Stack, chromiu
         p["routed"] for p in short["pods"]]
     assert shown["status.pools.0.shed.total"] == sum(short["shed"].values()) >= 1
     assert shown["classifier.total_threshold_tokens"] == 2048
+    for i, pool in enumerate(("short", "long")):
+        assert shown[f"status.pools.{i}.model.bundle.version"] == served[pool]["version"]
+        for name in ("ttft", "tpot"):
+            _coefficients(shown, f"bases.{pool}.{name}.live.coefficients.", served[pool]["models"][name]["base"])
 
 
 def test_console_errors_are_caught(observed: Stack, chromium: str, tmp_path: Path) -> None:

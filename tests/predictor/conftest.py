@@ -90,8 +90,10 @@ class Built:
 def build_bundle(root: Path, version: int, spec: FeatureSpec | None = None, *, trees: int = 4, depth: int = 3,
                  seed: int | None = None, prior: bool = False, key: bytes | None = None,
                  calibration: tuple[float, float] = (1.0, 0.5), meta: Mapping[str, Any] | None = None,
-                 manifest_patch: Mapping[str, Any] | None = None) -> Built:
-    """Train TTFT + TPOT boosters (``trees`` × depth ``depth``) and publish them as bundle ``version``."""
+                 manifest_patch: Mapping[str, Any] | None = None,
+                 entry_patch: Mapping[str, Any] | None = None) -> Built:
+    """Train TTFT + TPOT boosters (``trees`` × depth ``depth``) and publish them as bundle ``version`` (each model
+    entry updated with ``entry_patch``, e.g. a ``base`` and ``candidate``)."""
     spec = spec or FeatureSpec()
     seed = version if seed is None else seed
     boosters, files, models, calib = {}, {}, {}, {}
@@ -103,7 +105,7 @@ def build_bundle(root: Path, version: int, spec: FeatureSpec | None = None, *, t
         calib[name] = (scale, offset)
         models[name] = {"file": f"{name}.ubj", "features": list(spec.columns(name)), "quantiles": [0.9],
                         "calibration": {"scale": scale, "offset": offset}, "training_rows": 600, "holdout_rows": 60,
-                        "metrics": {"coverage": 0.9}}
+                        "metrics": {"coverage": 0.9}, **(entry_patch or {})}
     all_meta = {"feature_flags": spec.as_dict(), "model_type": "xgboost", "objective_type": "quantile",
                 "quantile": 0.9, "prior": prior, **(meta or {})}
     manifest = build_manifest(version, rfc3339(), models, files, all_meta, None)

@@ -12,7 +12,7 @@ from starlette.testclient import TestClient
 
 from predictor.app import create_app
 from shared.timefmt import parse_rfc3339
-from tests.predictor.conftest import Built, dir_settings, random_rows
+from tests.predictor.conftest import Built, build_bundle, dir_settings, random_rows
 
 PREDICTION_KEYS = ["ttft_ms", "tpot_ms", "predicted_at", "model_type", "objective_type", "quantile",
                    "last_model_load"]
@@ -188,6 +188,16 @@ def test_status(client: TestClient) -> None:
     assert body["bundle"]["forest_from"] == {"ttft": "booster files", "tpot": "booster files"}  # no array form
     assert body["refused"] == [] and body["sync"]["last_error"] is None
     assert body["training_server_url"].startswith("file://")
+
+
+def test_status_carries_each_models_candidate_and_physical_base(tmp_path: Path) -> None:
+    """What the router's status page reads (``router_client.model_watch``)."""
+    base = {"terms": ["1", "num_request_running"], "coefficients": [20.0, 0.5], "rows": 600, "source": "fit"}
+    build_bundle(tmp_path, 1, entry_patch={"candidate": "depth3", "base": base})
+    with TestClient(create_app(dir_settings(tmp_path))) as c:
+        models = c.get("/status").json()["bundle"]["models"]
+    assert {n: (m["candidate"], m["base"]) for n, m in models.items()} == {"ttft": ("depth3", base),
+                                                                           "tpot": ("depth3", base)}
 
 
 def test_health_ready_root(client: TestClient) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
 from shared.charts import Band, Frame, Series, bar_chart, line_chart, num, page, scatter_chart, stacked_bars
+from shared.charts.coefficients import base_history, base_panel, term_label, term_unit
+from shared.charts.page import significant
 from shared.charts.plots import MAX_LINE_POINTS
 from shared.charts.scale import Scale, extent, fmt, log_ticks, nice_ticks
 
@@ -87,3 +90,64 @@ def test_numbers_carry_their_key_and_unrounded_value() -> None:
     html = page("T", "sub", ["<p>x</p>"], refresh_s=5)
     assert '<meta http-equiv="refresh" content="5">' in html and 'href="data:,"' in html and "http" not in html.replace(
         "http-equiv", "")
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (25.0, "25"), (0.08, "0.08"), (0.00042, "0.00042"), (1e-6, "1e-6"), (2.5e-5, "2.5e-5"), (12_345.6, "12,346"),
+    (0.0, "0"), (1234567.0, "1.23e6"), (-0.125, "-0.125"),
+])
+def test_significant_digits_read_across_orders_of_magnitude(value: float, text: str) -> None:
+    assert significant(value) == text
+    assert num(value, "k", sig=3) == f'<span class="num" data-key="k" data-value="{value!r}">{text}</span>'
+
+
+@pytest.mark.parametrize(("term", "unit", "label"), [
+    ("1", "ms", "constant"), ("effective_input_tokens", "ms/token", "effective_input_tokens"),
+    ("num_request_waiting", "ms/request", "num_request_waiting"), ("kv_cache_percentage", "ms at full KV cache",
+                                                                   "kv_cache_percentage"),
+    ("effective_input_tokens*input_token_length", "ms/token²", "effective_input_tokens × input_token_length"),
+    ("num_request_running*decode_tokens_in_flight", "ms/request·token",
+     "num_request_running × decode_tokens_in_flight"),
+])
+def test_each_term_has_a_unit_and_a_label(term: str, unit: str, label: str) -> None:
+    assert (term_unit(term), term_label(term)) == (unit, label)
+
+
+def _base_doc() -> dict[str, Any]:
+    fit = {"rows": 500, "source": "fit"}
+    series = [{"at": at, "version": version, "published": version is not None, **fit,
+               "coefficients": {"1": constant, "num_request_waiting": waiting}}
+              for at, version, constant, waiting in ((100.0, 2, 20.0, 50.0), (130.0, None, 40.0, 0.0),
+                                                     (160.0, 3, 22.0, 45.0))]
+    live = {"version": 3, "coefficients": {"num_request_waiting": 45.0, "1": 22.0}, **fit}
+    return base_history("ttft", live, series)
+
+
+def test_a_base_panel_tables_the_live_coefficients_and_charts_each_term_over_time() -> None:
+    doc = _base_doc()
+    assert doc["terms"] == ["1", "num_request_waiting"]  # shared.base.TERMS order, not the live dict's
+    html = "".join(base_panel("TTFT base", doc, "models.ttft.base", 200.0, "TTFT", newest="newest fit"))
+    assert 'data-key="models.ttft.base.live.coefficients.num_request_waiting" data-value="45.0">45<' in html
+    assert 'data-key="models.ttft.base.series.2.coefficients.1" data-value="22.0">22<' in html
+    assert 'data-key="models.ttft.base.live.version" data-value="3"' in html and "<th class=\"\">newest fit" in html
+    charts = re.findall(r'<svg class="chart" data-points="(\d+)"[^>]*aria-label="([^"]+)"', html)
+    assert charts == [("6", "TTFT base: constant"), ("6", "TTFT base: num_request_waiting")]  # 2 × 2 steps, now, 1 dot
+    assert 'fitted on <span class="num" data-key="models.ttft.base.live.rows" data-value="500">' in html
+    assert "grey dots: fits that were not published" in html
+    constant = html[html.index('aria-label="TTFT base: constant"'):]
+    assert constant.index("fit not published") < constant.index("</svg>") and ">ms<" in constant
+
+
+def test_a_base_panel_without_a_live_base_says_so() -> None:
+    html = "".join(base_panel("TPOT base", base_history("tpot", None, []), "k", 0.0, "TPOT"))
+    assert "No live base" in html and "<svg" not in html
+
+
+def test_with_no_publish_shown_the_live_value_was_served_all_along() -> None:
+    doc = _base_doc()
+    doc["series"] = [p for p in doc["series"] if not p["published"]]
+    doc["live"] = {**doc["live"], "source": "default", "rows": 0}
+    svg = "".join(base_panel("TTFT base", doc, "k", 200.0, "TTFT"))
+    assert "live v<span" in svg and "the prior's default coefficients" in svg and "fitted on" not in svg
+    first = re.search(r'<polyline class="mark" points="([^"]+)"', svg).group(1).split()  # type: ignore[union-attr]
+    assert len(first) == 2 and first[0].split(",")[1] == first[1].split(",")[1]  # flat: 22 ms from t = 130 to now

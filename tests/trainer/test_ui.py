@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 from fastapi.testclient import TestClient
 
-from shared.bundle import ModelEntry
+from shared.bundle import BaseEntry, ModelEntry
+from shared.charts.coefficients import term_label
 from tests.trainer.conftest import service_of
 from trainer.evaluate import Scores
 from trainer.fitted import FittedModel
@@ -53,6 +54,14 @@ def test_ui_data_holds_the_retrain_history_live_error_and_recent_predictions(
     assert ttft["live_entry"]["candidate"] == ttft["retrains"][-1]["candidate"] or ttft["retrains"][-1][
         "decision"] != "published"
     assert abs(sum(ttft["live_entry"]["importances"].values()) - 1.0) < 1e-6
+    live_base = service_of(client).live.get().bundle.model_entry("ttft").base
+    base = ttft["base"]
+    assert base["live"] == {"version": doc["bundle"]["version"], "rows": live_base.rows, "source": live_base.source,
+                            "coefficients": dict(zip(live_base.terms, live_base.coefficients, strict=True))}
+    assert base["terms"][0] == "1" and set(base["terms"]) == set(live_base.terms) and ttft["live_entry"]["base"]
+    assert [p["published"] for p in base["series"]] == [r["decision"] == "published" for r in ttft["retrains"]]
+    assert [p["coefficients"] for p in base["series"]] == [r["base"]["coefficients"] for r in ttft["retrains"]]
+    assert all(p["source"] == "fit" and p["rows"] > 0 and p["coefficients"]["1"] >= 0 for p in base["series"])
 
 
 def test_ui_page_is_html_with_charts_and_the_json_numbers(
@@ -66,6 +75,15 @@ def test_ui_page_is_html_with_charts_and_the_json_numbers(
     durable = client.get("/data/status").json()["durable"]["rows"]
     assert f'data-key="durable.rows" data-value="{durable}"' in html
     assert re.search(r'data-key="models.ttft.retrains.1.pinball" data-value="[0-9.]+"', html)
+    doc = client.get("/ui/data").json()
+    for name in ("ttft", "tpot"):
+        base = doc["models"][name]["base"]
+        for term, value in base["live"]["coefficients"].items():
+            assert f'data-key="models.{name}.base.live.coefficients.{term}" data-value="{value!r}"' in html
+            assert f'aria-label="{name.upper()} base: {term_label(term)}"' in html
+        last = len(base["series"]) - 1
+        assert f'data-key="models.{name}.base.series.{last}.coefficients.1"' in html
+    assert all(f'<td class="l">{unit}</td>' in html for unit in ("ms", "ms/token", "ms/request", "ms/token²"))
     assert "src=" not in html and "<script" not in html  # nothing to load: works offline
     assert '<meta http-equiv="refresh"' not in client.get("/ui", params={"refresh": 0}).text
 
@@ -88,13 +106,17 @@ def test_retrain_history_is_bounded_per_model() -> None:
     for k in range(5):
         scores = Scores(10, 1.0 + k, 2.0, 0.9, 0.5)
         entry = ModelEntry(file="ttft.ubj", candidate="depth6", location_rounds=7, quantile_rounds=k,
-                           selection_log_rmse={"depth6": 0.2}, holdout_rows=10)
+                           selection_log_rmse={"depth6": 0.2}, holdout_rows=10,
+                           base=BaseEntry(terms=("1", "num_request_waiting"), coefficients=(20.0 + k, 0.5), rows=90,
+                                          source="fit") if k else None)
         fitted = FittedModel("ttft", {}, entry, scores, Scores(5, 1.0, 1.0, 0.8, 0.4), 0.25, np.zeros(1))
         history.record("ttft", 100 * k, fitted, "published", k + 2, f"published v{k + 2}", None)
         clock.now += 1
     records = history.records("ttft")
     assert [r.quantile_rounds for r in records] == [2, 3, 4] and records[-1].mae == 5.0
     assert records[-1].reference_metrics["coverage"] == 0.8 and records[-1].at == 1004.0
+    assert records[-1].as_dict()["base"] == {"coefficients": {"1": 24.0, "num_request_waiting": 0.5}, "rows": 90,
+                                             "source": "fit"}
     assert history.records("tpot") == [] and TrainerHistory().retrains.records("tpot") == []
 
 
