@@ -14,7 +14,8 @@ from typing import Any
 
 from demo.load import Record
 from demo.prom import label_values, metric_value
-from demo.truth import PARTS, Joined, accuracy, overhead, verdict
+from demo.truth import PARTS, Joined, accuracy, overhead
+from demo.verdict import judgement_text, verdict
 from demo.watch import Watcher
 
 _PUBLISHED = re.compile(r"published v(\d+)")
@@ -84,6 +85,7 @@ def window_text(w: dict[str, Any]) -> str:
 def _print_accuracy(summary: dict[str, Any]) -> None:
     print(f"\n=== predicted p{100 * QUANTILE:g} at dispatch vs latency the router measured "
           f"(the quantity predicted) ===")
+    judged = summary["verdict"]["judged"]
     for pool, targets in summary["accuracy"].items():
         for t, a in targets.items():
             if not a.get("pairs"):
@@ -91,9 +93,10 @@ def _print_accuracy(summary: dict[str, Any]) -> None:
                 continue
             phases = "  ".join(f"{k} {_pct(a[k].get('coverage'))} ({a[k]['pairs']})" for k in ("prior", "trained")
                                if a[k].get("pairs"))
-            print(f"  {pool:<6} {t.upper()}: {a['pairs']} pairs  coverage {_pct(a['coverage'])} (raw model "
-                  f"{_pct(a['model'].get('coverage'))})  mean predicted {a['mean_predicted_ms']} ms  mean measured "
-                  f"{a['mean_measured_ms']} ms  [{phases}]  {window_text(a.get('windows') or {})}")
+            print(f"  {pool:<6} {t.upper()}: {a['pairs']} pairs  coverage {100 * a['coverage']:.1f} % "
+                  f"({judgement_text(judged[pool][t])}; raw model {_pct(a['model'].get('coverage'))})  mean "
+                  f"predicted {a['mean_predicted_ms']} ms  mean measured {a['mean_measured_ms']} ms  [{phases}]  "
+                  f"{window_text(a.get('windows') or {})}")
 
 
 def _print_overhead(summary: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from demo.truth import MIN_WINDOW_PAIRS, PARTS, TARGETS, WINDOW_FLOOR, WINDOW_S, Joined, pairs
+from demo.verdict import judgement_text
 from demo.watch import BundleSeen
 from shared.charts import Frame, Series, cards, esc, line_chart, page, row, scatter_chart, stacked_bars, table
 
@@ -89,17 +90,18 @@ def _scatter(pool: str, joined: Sequence[Joined], target: str) -> str:
     return scatter_chart([p for p, _ in got], [m for _, m in got], frame, covered_label="measured ≤ predicted")
 
 
-def _accuracy_table(acc: dict[str, Any]) -> str:
+def _accuracy_table(acc: dict[str, Any], judged: dict[str, Any]) -> str:
     def cov(s: dict[str, Any]) -> str:
         return f"{100 * s['coverage']:.1f} % ({s['pairs']})" if s.get("pairs") else "–"
 
-    rows = [[esc(pool), t.upper(), cov(a), cov(a["model"]), cov(a["prior"]), cov(a["trained"]), cov(a["first_half"]),
-             cov(a["second_half"]), _lowest_window(a.get("windows") or {}), esc(a.get("mean_predicted_ms", "–")),
-             esc(a.get("mean_measured_ms", "–"))]
+    rows = [[esc(pool), t.upper(), cov(a), esc(judgement_text(judged[pool][t])), cov(a["model"]), cov(a["prior"]),
+             cov(a["trained"]), cov(a["first_half"]), cov(a["second_half"]), _lowest_window(a.get("windows") or {}),
+             esc(a.get("mean_predicted_ms", "–")), esc(a.get("mean_measured_ms", "–"))]
             for pool, targets in acc.items() for t, a in targets.items()]
-    return table(["pool", "target", "coverage (pairs)", "raw model", "prior bundle", "trained bundles", "first half",
-                  "second half", f"lowest {WINDOW_S:g} s window after the first trained bundle (pairs, from)",
-                  "mean predicted ms", "mean measured ms"], rows, left=2)
+    return table(["pool", "target", "coverage (pairs)", "verdict", "raw model", "prior bundle", "trained bundles",
+                  "first half", "second half",
+                  f"lowest {WINDOW_S:g} s window after the first trained bundle (pairs, from)", "mean predicted ms",
+                  "mean measured ms"], rows, left=2)
 
 
 def _lowest_window(w: dict[str, Any]) -> str:
@@ -138,8 +140,9 @@ def render(summary: dict[str, Any], joined: Sequence[Joined], bundles: Sequence[
             "<h2>Predictions vs what the router measured</h2>",
             '<p class="note">The router predicts the p90 of the latency <i>it</i> measures: TTFT from sending the '
             "request to the pod until the first content chunk, TPOT between tokens. Coverage = share of requests "
-            "whose measured latency was at or below the prediction made at dispatch (target 90 %).</p>",
-            _accuracy_table(summary["accuracy"])]
+            "whose measured latency was at or below the prediction made at dispatch (target 90 %), judged per pool "
+            "and target against the two-sided 99 % binomial interval for its pair count.</p>",
+            _accuracy_table(summary["accuracy"], v["judged"])]
     for pool in sorted({j.pool for j in joined}):
         mine = [j for j in joined if j.pool == pool]
         body += [f"<h3>pool {esc(pool)}</h3>", row(*(_scatter(pool, mine, t) for t in TARGETS)),
@@ -150,7 +153,8 @@ def render(summary: dict[str, Any], joined: Sequence[Joined], bundles: Sequence[
              "sides recorded for the same request id.</p>", *_overhead_section(summary["client_observed"]),
              "<h2>Retrains</h2>", table(["retrain log line"], [[esc(x)] for x in summary["retrain_log"]] or [["–"]])]
     s = summary["settings"]
-    subtitle = esc(f"{s['duration_s']:g} s of {s['trace']} at rate ×{s['rate_scale']:g}, pods at time-scale "
+    subtitle = esc(f"{s['duration_s']:g} s of {s['trace']} from +{s.get('trace_start_s', 0):g} s at rate "
+                   f"×{s['rate_scale']:g}, pods at time-scale "
                    f"{s['time_scale']:g}, retrain every {s['retrain_interval_s']:g} s, seed {s['seed']}")
     return page("latency-router demo report", subtitle, body)
 
