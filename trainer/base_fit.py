@@ -31,7 +31,7 @@ from shared.features import FeatureSpec, typical_columns
 FLOOR = 0.01
 """A term's unit is at least this × its default coefficient (a prior coefficient of 0 still has a scale)."""
 MIN_THETA = 1e-9
-"""Least ratio of a coefficient to its unit (a term the rows rule out ends here, i.e. ~0)."""
+"""Least ratio of a coefficient to its unit: a term the rows rule out ends here and is published as 0."""
 L1_FLOOR = 0.02
 """``l1``: residuals below this (log space) weigh as this one (IRLS smoothing)."""
 LEVEL_BOUNDS = (1e-3, 1e3)
@@ -103,7 +103,8 @@ def fit_base(name: str, features: Sequence[str], x: np.ndarray, y: np.ndarray, w
     w_all = np.concatenate([w, np.full(len(grid), params.prior_rows / len(grid))])
     scale = s * np.maximum(coefficients, FLOOR * np.array([DEFAULT_COEFFICIENTS[name][k] for k in terms]))
     phi = _levenberg_marquardt(t_all * scale, z_all, w_all, params)
-    return Base(terms, tuple(float(v) for v in np.exp(phi) * scale), rows=len(y), source="fit")
+    theta = np.where(phi <= math.log(MIN_THETA) + 1e-9, 0.0, np.exp(phi))  # at the floor: the rows ruled it out
+    return Base(terms, tuple(float(v) for v in theta * scale), rows=len(y), source="fit")
 
 
 def _relative_start(c: np.ndarray, z: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -34,6 +34,8 @@ class ReplayOptions(PolicyOptions):
     rounds: int = Field(default=60, description="Boosting rounds per fit.", ge=1)
     bucket_cap: int = Field(default=500, description="Rows per (queue, KV, prefix) bucket of the window.", ge=1)
     alpha: float = Field(default=0.9, description="Quantile of the latency models.", gt=0, lt=1)
+    adapt_rate: float = Field(default=0.2, description="Adaptive calibration step (LATENCY_CALIBRATION_ADAPT_RATE; "
+                              "0: calibrate at alpha).", ge=0, le=1)
     exploration: float = Field(default=0.02, description="Exploration share.", ge=0, le=1)
     min_share: float = Field(default=0.5, description="Anti-starvation bound (× fair share).", ge=0, le=1)
     picker: str = Field(default="weighted-random", description="Picker plugin.")

@@ -42,7 +42,8 @@ class PredictedLatencyPolicy:
         self.pools = pools
         self.core = DecisionCore(self.opts.scheduler(ctx.seed), SloConfig(), pools)
         settings = RetrainSettings(min_samples=self.opts.min_samples, min_fresh=self.opts.min_fresh,
-                                   bucket_cap=self.opts.bucket_cap, rounds=self.opts.rounds, alpha=self.opts.alpha)
+                                   bucket_cap=self.opts.bucket_cap, rounds=self.opts.rounds, alpha=self.opts.alpha,
+                                   adapt_rate=self.opts.adapt_rate)
         self.models = {pool: InProcessRetrainer(settings) for pool in pools}
         self.selector = PoolSelector(self.opts, pools) if dual else None
         self._next_retrain = self.opts.retrain_interval_s

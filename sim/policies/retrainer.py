@@ -5,7 +5,9 @@ Samples go into a ``trainer.window.Window`` (stratified train store + newest-row
 retrain cycle does) and assembles a bundle with ``shared.bundle`` that is loaded with ``shared.model.load_bundle``
 and evaluated by the predictor's numpy forest (``shared.forest_loader``) — the same code paths as trainer and
 predictor, minus HTTP and disk. Each model's base is shrunk toward the previous fit's; below ``min_samples`` rows
-only the base is fitted (from ``min_fresh`` rows on). No challenger check — a new fit replaces the previous one —
+only the base is fitted (from ``min_fresh`` rows on). As in the trainer, every sample is first scored against the
+model that served it (its coverage feeds the adaptive calibration level, ``trainer.adaptive``, with the trainer's
+step and bounds). No challenger check — a new fit replaces the previous one —
 except the trainer's publish sweep (``trainer.monotone_check``): a model that falls as a load feature grows is
 refused and counted (``refused``), the previous one stays.
 """
@@ -13,21 +15,22 @@ refused and counted (``refused``), the previous one stays.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from shared.bundle import ModelEntry, assemble, in_memory
 from shared.columns import to_columns
-from shared.features import MODEL_NAMES, FeatureSpec
+from shared.features import MODEL_NAMES, TARGET_OF, FeatureSpec
 from shared.forest_loader import forest_loader
 from shared.model import LoadedBundle, entry_base, load_bundle, load_model
 from shared.timefmt import rfc3339
-from trainer.cycle import bundle_meta
-from trainer.fit import FitParams
+from trainer.adaptive import AdaptiveLevel
+from trainer.cycle import MIN_FRESH_ROWS, bundle_meta
+from trainer.fit import FitParams, matrix_columns
 from trainer.fitted import FittedModel, fit_model
 from trainer.monotone_check import Drop, drops
-from trainer.store.record import columns_to_matrix
+from trainer.store.record import STORED_FIELDS, columns_to_matrix
 from trainer.window import Rows, Window
 
 
@@ -44,6 +47,13 @@ class RetrainSettings:
     nthread: int = 1
     alpha: float = 0.9
     quantile_rows: int = 10_000
+    adapt_rate: float = 0.2
+    """``LATENCY_CALIBRATION_ADAPT_RATE`` (0: calibrate at ``alpha`` always)."""
+
+
+def columns_index(name: str) -> int:
+    """The stored-layout column of ``name``'s target."""
+    return STORED_FIELDS.index(TARGET_OF[name])
 
 
 def sample_matrix(samples: Sequence[Mapping[str, float | int | str]]) -> np.ndarray:
@@ -62,6 +72,7 @@ class InProcessRetrainer:
                                 nthread=settings.nthread, quantile_rows=settings.quantile_rows,
                                 tree_min_rows=settings.min_samples)
         self.window = Window(settings.bucket_cap, settings.holdout_ratio, settings.max_holdout)
+        self.adaptive = AdaptiveLevel(settings.alpha, settings.adapt_rate, MIN_FRESH_ROWS)
         self._pending: list[Mapping[str, float | int | str]] = []
         self._seq = 0
         self.model: LoadedBundle | None = None
@@ -78,9 +89,21 @@ class InProcessRetrainer:
         if not self._pending:
             return
         matrix = sample_matrix(self._pending)
+        self._observe(matrix)
         self.window.add(self._seq, matrix, now)
         self._seq += len(matrix)
         self._pending = []
+
+    def _observe(self, matrix: np.ndarray) -> None:
+        """The live model's coverage on the rows that arrived (the trainer's prequential check)."""
+        if self.model is None:
+            return
+        for name in MODEL_NAMES:
+            y = matrix[:, columns_index(name)]
+            rows = matrix[y > 0]
+            if len(rows):
+                served = self.model.predict(name, matrix_columns(name, rows, self.params.tpot_zero_token_count))
+                self.adaptive.observe(name, float(np.mean(y[y > 0] <= served)), len(rows))
 
     def retrain(self, now: float = 0.0) -> bool:
         """Fit and swap in a new bundle if both models have enough rows; True when swapped. ``now`` is the
@@ -92,7 +115,8 @@ class InProcessRetrainer:
             if len(train) + len(holdout) < self.settings.min_fresh or not len(holdout):
                 return False
             prior = entry_base(self.model.bundle.model_entry(name)) if self.model is not None else None
-            fitted = fit_model(self.spec, name, train, holdout, self.params, prior=prior)
+            params = replace(self.params, calibration_level=self.adaptive.level(name))
+            fitted = fit_model(self.spec, name, train, holdout, params, prior=prior)
             if self._falls(fitted, Rows.concat([train, holdout])):
                 if self.model is None:
                     return False
