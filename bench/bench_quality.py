@@ -1,7 +1,7 @@
 """Accuracy suite (issue 13): workload families with known truth × training rows × models.
 
 Run: ``.venv/bin/python -m bench.bench_quality [--rows 5000,20000,100000] [--families ...]
-[--models current,proposed] [--out results.json] [--quick] [--validation]``. Prints one markdown
+[--models trainer,v1] [--out results.json] [--quick] [--validation]``. Prints one markdown
 table per family and writes every record (JSON) to ``--out``. ``--validation`` scores on
 validation data instead of the test sets (analytic families: another seed; sim: 40 % of the
 training pool), for design research that must never look at the test set.
@@ -45,11 +45,13 @@ FAMILIES: dict[str, Callable[[bool], Family]] = {
 D6, D3M = Candidate("d6", 6, False), Candidate("d3-mono", 3, True)
 MODELS: dict[str, Callable[[], Model]] = {
     "trainer": Trainer,
-    "trainer-mono": lambda: Trainer("trainer-mono", fit_candidates="depth3-monotone"),
+    "trainer-mono": lambda: Trainer("trainer-mono", fit_candidates="depth3"),
     "trainer-scale": lambda: Trainer("trainer-scale", {"scale_weighting": True}),
     "trainer-eta05": lambda: Trainer("trainer-eta05", xgb_learning_rate=0.05, xgb_n_estimators=600),
-    "trainer-d8": lambda: Trainer("trainer-d8", fit_candidates="depth6,depth3-monotone,depth8"),
+    "trainer-d8": lambda: Trainer("trainer-d8", fit_candidates="depth6,depth3,depth8"),
     "trainer-q30": lambda: Trainer("trainer-q30", early_stopping_rounds=30),
+    "trainer-l1": lambda: Trainer("trainer-l1", base_loss="l1"),
+    "trainer-prior5": lambda: Trainer("trainer-prior5", base_prior_rows=5.0),
     "v1": V1,
     "proposed": Proposed,
     "p-selpin": lambda: Proposed(DesignParams(select_by="pinball"), "p-selpin"),

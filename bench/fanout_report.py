@@ -26,9 +26,9 @@ def _part(name: str) -> dict[str, Any] | None:
 def _bundle(b: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     lines += [f"## 1. Bundle size as the trainer publishes it (measured {b['measured_at']})", "",
-              "In-process `TrainerService`, default fit settings (candidates `depth6,depth3-monotone`, location "
-              "booster + one p50/p90/p99 booster per model, 20,000 quantile-fit rows), fed `bench/synthetic.py` "
-              "rows (half TTFT, half TPOT kind), one `RetrainLoop.run_cycle()`.", "",
+              "In-process `TrainerService`, default fit settings (candidates `depth6,depth3` on the physical base, "
+              "location booster + one p50/p90/p99 booster per model, 20,000 quantile-fit rows), fed "
+              "`bench/synthetic.py` rows (half TTFT, half TPOT kind), one `RetrainLoop.run_cycle()`.", "",
               "| rows per model | window TTFT / TPOT (train + holdout) | chosen TTFT / TPOT | rounds loc + q "
               "TTFT / TPOT | manifest.json | ttft.ubj + ttft-location.ubj | tpot.ubj + tpot-location.ubj | "
               "**download per predictor** (raw / gzip) | cycle wall | cycle CPU | load avg |",
