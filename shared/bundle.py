@@ -98,6 +98,8 @@ class BaseEntry(_Wire):
     coefficients: tuple[float, ...]
     rows: int = 0
     source: str = ""
+    window: dict[str, float] | None = None
+    """Window mode: per load column the window's largest value (the trees learnt the whole latency inside it)."""
 
 
 class ModelEntry(_Wire):
@@ -116,6 +118,10 @@ class ModelEntry(_Wire):
     """Per quantile, keyed by ``shared.model.quantile_key``."""
     candidate: str = ""
     selection_log_rmse: dict[str, float] = {}
+    """Older trainers' candidate scores (log-RMSE); ``selection`` now."""
+    selection: dict[str, float] = {}
+    """Every candidate's score on the newest rows (lower won), by ``selection_metric``."""
+    selection_metric: str = ""
     location_rounds: int = 0
     quantile_rounds: int = 0
     training_rows: int = 0

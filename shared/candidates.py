@@ -5,29 +5,32 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-CANDIDATE_FORM = re.compile(r"^depth(\d{1,2})(-monotone)?$")
+CANDIDATE_FORM = re.compile(r"^depth(\d{1,2})(-monotone)?(-window)?$")
 LOSSES = ("l2", "l1")
 """How the physical base may be fitted (``trainer.base_fit``)."""
 
 
 @dataclass(frozen=True)
 class Candidate:
-    """One tree configuration the retrain cycle may choose: ``depth6``, ``depth3``. Every candidate's trees are
-    monotone in the load features (``trainer.fit.MONOTONE_UP``); the ``-monotone`` suffix of older configurations
-    is accepted and means the same."""
+    """One tree configuration the retrain cycle may choose: ``depth6`` (trees of depth 6, a residual on the physical
+    base), ``depth3-window`` (trees of depth 3 that learn the whole latency inside the training window, the base
+    adding its growth past it: ``shared.base``). Every candidate's trees are monotone in the load features
+    (``trainer.fit.MONOTONE_UP``); the ``-monotone`` suffix of older configurations is accepted and means the
+    same."""
 
     max_depth: int
+    window: bool = False
 
     @property
     def name(self) -> str:
-        return f"depth{self.max_depth}"
+        return f"depth{self.max_depth}" + ("-window" if self.window else "")
 
     @classmethod
     def parse(cls, text: str) -> Candidate:
         match = CANDIDATE_FORM.match(text.strip())
         if match is None or not 1 <= int(match.group(1)) <= 10:
-            raise ValueError(f"fit candidate {text!r}: expected depth<1-10>, e.g. depth3")
-        return cls(int(match.group(1)))
+            raise ValueError(f"fit candidate {text!r}: expected depth<1-10>[-window], e.g. depth3 or depth6-window")
+        return cls(int(match.group(1)), bool(match.group(3)))
 
 
 def parse_candidates(text: str) -> tuple[Candidate, ...]:

@@ -8,8 +8,8 @@ on its holdout — and each row is sorted so quantiles never cross. ``target_tra
 ``identity`` or ``log1p`` (the booster was fitted on ``log1p(y)``; quantiles commute with it).
 The entry's primary quantile answers the contract fields (``ttft_ms`` / ``tpot_ms``). Entries
 written before multi-quantile bundles (one output, ``calibration`` only) load unchanged. An entry with a ``base``
-(format 2, ``shared.base``) adds the base's margin — ``transform(base(x))`` — to every output column: the boosters
-are a residual on it.
+(format 2, ``shared.base``) adds the base's margin — ``transform(base(x))`` — to every output column (the boosters
+are a residual on it), or, in window mode, the base's growth past the training window in ms.
 Trainer (evaluation, in-process ``/predict``) and predictor share this code path; only the evaluator of the raw
 margins differs: the trainer's is XGBoost (``shared.boosters``, the default of ``load_bundle``), the predictor's
 the numpy forest (``predictor.serving``), bit-equal. This module itself needs numpy only.
@@ -71,9 +71,7 @@ class LoadedModel:
     def raw(self, matrix: np.ndarray) -> np.ndarray:
         """Uncalibrated output, ``(n, len(quantiles))`` float64: the trees plus the base's margin."""
         out = np.asarray(self.evaluator(matrix), dtype=np.float64).reshape(len(matrix), -1)
-        if self.base is None:
-            return out
-        return out + self.base.margin(matrix, self.transform)[:, None]
+        return out if self.base is None else self.base.apply(out, matrix, self.transform)
 
     def calibrate(self, raw: np.ndarray) -> np.ndarray:
         """``(n, k)`` raw outputs → served quantiles ``(n, k)``: inverse transform, calibrate, clip at 0, sort."""
@@ -145,7 +143,8 @@ def _single_quantile(manifest: Manifest) -> float:
 def entry_base(entry: ModelEntry) -> Base | None:
     """The entry's physical base, unchecked (None when it has none)."""
     b = entry.base
-    return None if b is None else Base(tuple(b.terms), tuple(b.coefficients), b.rows, b.source)
+    return None if b is None else Base(tuple(b.terms), tuple(b.coefficients), b.rows, b.source,
+                                       tuple((b.window or {}).items()))
 
 
 def load_model(bundle: Bundle, name: str, spec: FeatureSpec, nthread: int, loader: Loader | None = None) -> LoadedModel:

@@ -40,10 +40,12 @@ class TrainerSettings(CommonSettings):
     xgb_learning_rate: float = env("LATENCY_XGB_LEARNING_RATE", 0.1, "Shrinkage.", gt=0)
     xgb_max_bin: int = env("LATENCY_XGB_MAX_BIN", 128, "Histogram bins per feature (hist tree method).", ge=2)
     fit_candidates: str = env(
-        "LATENCY_FIT_CANDIDATES", "depth6,depth3", "Tree configurations fitted every cycle on top of the physical "
-        "base (depth<N>); the lowest log-RMSE on the newest rows wins, the base alone included. Every one is "
-        "monotone: TTFT non-decreasing in input/effective tokens, prefill tokens in flight and queue; TPOT in "
-        "running requests, decode tokens in flight and KV usage (a -monotone suffix is accepted, same meaning).")
+        "LATENCY_FIT_CANDIDATES", "depth6,depth3,depth6-window,depth3-window", "Tree configurations fitted every "
+        "cycle (depth<N>: trees on top of the physical base; depth<N>-window: trees learn the whole latency inside "
+        "the training window, the base adds its growth past it); the lowest MAE (ms) of the location on the newest "
+        "rows wins, the base alone included. Every one is monotone: TTFT non-decreasing in input/effective tokens, "
+        "prefill tokens in flight and queue; TPOT in running requests, decode tokens in flight and KV usage (a "
+        "-monotone suffix is accepted, same meaning).")
     served_quantiles: str = env(
         "LATENCY_SERVED_QUANTILES", "0.5,0.9,0.99", "Quantiles every bundle serves (LATENCY_QUANTILE_ALPHA is "
         "added; it answers the contract fields); ?quantiles= on the predictor picks among them.")

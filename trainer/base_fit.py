@@ -43,6 +43,8 @@ class BaseFitParams:
     prior_rows: float = 20.0
     """Weight of the prior's pseudo-rows, in rows (0: no shrinkage)."""
     loss: str = "l2"
+    tau: float = 0.5
+    """``l1``: the quantile of the log residual the base is fitted to (0.5: the median)."""
     iterations: int = 30
 
 
@@ -78,9 +80,14 @@ def level(y: np.ndarray, prior: np.ndarray, weight: np.ndarray) -> float:
     return float(np.clip(math.exp(_weighted_median(ratio, weight)), *LEVEL_BOUNDS))
 
 
-def _objective(c: np.ndarray, phi: np.ndarray, z: np.ndarray, w: np.ndarray, loss: str) -> float:
+def _check(r: np.ndarray, tau: float) -> np.ndarray:
+    """The pinball (check) loss of residuals ``r`` at quantile ``tau`` (twice it: ``|r|`` at the median)."""
+    return 2.0 * r * (tau - (r < 0))
+
+
+def _objective(c: np.ndarray, phi: np.ndarray, z: np.ndarray, w: np.ndarray, params: BaseFitParams) -> float:
     r = z - np.log1p(c @ np.exp(phi))
-    return float(np.sum(w * (np.abs(r) if loss == "l1" else r * r)))
+    return float(np.sum(w * (_check(r, params.tau) if params.loss == "l1" else r * r)))
 
 
 def fit_base(name: str, features: Sequence[str], x: np.ndarray, y: np.ndarray, weight: np.ndarray | None,
@@ -118,21 +125,22 @@ def _relative_start(c: np.ndarray, z: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def _levenberg_marquardt(c: np.ndarray, z: np.ndarray, w: np.ndarray, params: BaseFitParams) -> np.ndarray:
     starts = (np.zeros(c.shape[1]), _relative_start(c, z, w))
-    values = [_objective(c, p, z, w, params.loss) for p in starts]
+    values = [_objective(c, p, z, w, params) for p in starts]
     phi, best = min(zip(starts, values, strict=True), key=lambda pv: pv[1])
     damping = 1e-3
     for _ in range(params.iterations):
         theta = np.exp(phi)
         b = c @ theta
         r = z - np.log1p(b)
-        wi = w / np.maximum(np.abs(r), L1_FLOOR) if params.loss == "l1" else w
+        wi = w * np.where(r >= 0, params.tau, 1 - params.tau) * 2 / np.maximum(np.abs(r), L1_FLOOR) \
+            if params.loss == "l1" else w
         j = c * theta / (1.0 + b)[:, None]
         hessian = (j * wi[:, None]).T @ j
         gradient = j.T @ (wi * r)
         while damping < 1e8:
             step = np.linalg.solve(hessian + damping * np.diag(np.diag(hessian) + 1e-12), gradient)
             candidate = np.clip(phi + step, math.log(MIN_THETA), -math.log(MIN_THETA))
-            value = _objective(c, candidate, z, w, params.loss)
+            value = _objective(c, candidate, z, w, params)
             if value < best:
                 break
             damping *= 10.0

@@ -17,7 +17,7 @@ Shared by the retrain cycle (``trainer.cycle``) and the replay's in-process retr
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -172,8 +172,8 @@ def _scale(start: np.ndarray) -> np.ndarray:
 
 
 def _location(d: _Data, params: FitParams, candidate: Candidate, dfit: xgb.QuantileDMatrix,
-              dstop: xgb.QuantileDMatrix) -> xgb.Booster:
-    objective = {"objective": "reg:squarederror", "eval_metric": "rmse"}
+              dstop: xgb.QuantileDMatrix, intercept: float = 0.0) -> xgb.Booster:
+    objective = {"objective": "reg:squarederror", "eval_metric": "rmse", "base_score": intercept}
     return train_stopped(booster_params(params, d.name, d.features, candidate, objective), dfit, dstop,
                          params.rounds, params.early_stopping)
 
@@ -182,28 +182,49 @@ def _rmse(z: np.ndarray, pred: np.ndarray) -> float:
     return round(float(np.sqrt(np.mean((z - pred) ** 2))), 6) if len(z) else 0.0
 
 
+def _selection(d: _Data, params: FitParams, pred: np.ndarray) -> float:
+    """How a location is judged on the newest rows (lower wins): log-RMSE, or the MAE in ms."""
+    z_new = np.log1p(d.y_new) if d.logged else d.y_new
+    if params.selection == "mae_ms" and d.logged:
+        return round(float(np.mean(np.abs(d.y_new - np.expm1(pred)))), 6) if len(pred) else 0.0
+    return _rmse(z_new, pred)
+
+
+def _locations(d: _Data, params: FitParams, window: bool) -> dict[str, tuple[Candidate, xgb.Booster]]:
+    """Every candidate of one mode: on top of the base (residual: its margin is every row's starting point), or
+    learning the whole latency inside the window (from the fit rows' weighted mean)."""
+    chosen = [c for c in params.candidates if c.window == window]
+    if not chosen:
+        return {}
+    base = None if window else d.m
+    dfit = _matrix(d, d.loc, params, base=None if base is None else base[d.loc])
+    dstop = _matrix(d, d.stop, params, ref=dfit, base=None if base is None else base[d.stop], weighted=False)
+    intercept = float(np.average(d.z[d.loc], weights=d.weight[d.loc])) if window else 0.0
+    return {c.name: (c, _location(d, params, c, dfit, dstop, intercept)) for c in chosen}
+
+
 def _select(d: _Data, params: FitParams, trees: bool) -> tuple[str, Candidate | None, xgb.Booster | None,
                                                                 dict[str, float]]:
-    """The base alone (candidate ``base``) and, with ``trees``, every candidate's location on top of it; the lowest
-    RMSE (the fit's space) on the newest rows wins. Returns (its name, the candidate, its location or None for the
-    base alone, every candidate's RMSE)."""
-    z_new = np.log1p(d.y_new) if d.logged else d.y_new
-    scores = {BASE_ONLY: _rmse(z_new, d.m_new)}
+    """The base alone (candidate ``base``) and, with ``trees``, every candidate's location (on top of the base, or
+    window mode); the lowest RMSE (the fit's space) on the newest rows wins. Returns (its name, the candidate, its
+    location or None for the base alone, every candidate's RMSE)."""
+    scores = {BASE_ONLY: _selection(d, params, d.m_new)}
     fitted: dict[str, tuple[Candidate | None, xgb.Booster | None]] = {BASE_ONLY: (None, None)}
     if trees:
-        dfit = _matrix(d, d.loc, params, base=d.m[d.loc])
-        dstop = _matrix(d, d.stop, params, ref=dfit, base=d.m[d.stop], weighted=False)
-        for candidate in params.candidates:
-            booster = _location(d, params, candidate, dfit, dstop)
-            fitted[candidate.name] = (candidate, booster)
-            scores[candidate.name] = _rmse(z_new, margin(booster, d.x_new, d.m_new))
+        for window in (False, True):
+            for name, (candidate, booster) in _locations(d, params, window).items():
+                fitted[name] = (candidate, booster)
+                scores[name] = _selection(d, params, margin(booster, d.x_new, None if window else d.m_new))
     best = min(scores, key=scores.__getitem__)
     return best, fitted[best][0], fitted[best][1], scores
 
 
-def _start(location: xgb.Booster | None, x: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """The quantile booster's base margin on ``x``: the base's margin ``m`` plus the location's trees."""
-    return m if location is None else margin(location, x, m)
+def _start(location: xgb.Booster | None, x: np.ndarray, m: np.ndarray | None) -> np.ndarray:
+    """The quantile booster's base margin on ``x``: the location's output on top of ``m`` (the base's margin in
+    residual mode; None in window mode, where the location carries its own intercept)."""
+    if location is None:
+        return np.zeros(len(x)) if m is None else m
+    return margin(location, x, m)
 
 
 def _quantiles(d: _Data, params: FitParams, candidate: Candidate, location: xgb.Booster | None) -> xgb.Booster:
@@ -213,7 +234,9 @@ def _quantiles(d: _Data, params: FitParams, candidate: Candidate, location: xgb.
     rows = d.fit if len(d.fit) <= params.quantile_rows else np.sort(rng.choice(d.fit, params.quantile_rows,
                                                                                replace=False))
     k = len(params.served)
-    start, start_stop = _start(location, d.x[rows], d.m[rows]), _start(location, d.x[d.stop], d.m[d.stop])
+    m = None if candidate.window else d.m
+    start = _start(location, d.x[rows], None if m is None else m[rows])
+    start_stop = _start(location, d.x[d.stop], None if m is None else m[d.stop])
     scaled = params.scale_weighting
     dq = _matrix(d, rows, params, base=tiled(start, k), scale=_scale(start) if scaled else None)
     dstop = _matrix(d, d.stop, params, ref=dq, base=tiled(start_stop, k), weighted=False,
@@ -225,8 +248,20 @@ def _quantiles(d: _Data, params: FitParams, candidate: Candidate, location: xgb.
     return enforce_monotone(booster, monotone_signs(d.name, d.features))
 
 
-def _raw(location: xgb.Booster | None, booster: xgb.Booster, x: np.ndarray, m: np.ndarray, k: int) -> np.ndarray:
-    return margin(booster, x, tiled(_start(location, x, m), k)).reshape(len(x), k)
+def _trees(location: xgb.Booster | None, booster: xgb.Booster, x: np.ndarray, k: int) -> np.ndarray:
+    """The trees' own raw output ``(n, k)`` (no base): location (its intercept included) + quantile trees."""
+    start = margin(location, x) if location is not None else np.zeros(len(x))
+    return margin(booster, x, tiled(start, k)).reshape(len(x), k)
+
+
+def _served_base(d: _Data, candidate: Candidate | None, x_new: np.ndarray) -> Base:
+    """The base the entry carries: the fitted one, with the window's bounds in window mode."""
+    if candidate is None or not candidate.window:
+        return d.base
+    columns = d.base.columns()
+    index = [d.features.index(c) for c in columns]
+    top = np.vstack([d.x[:, index], x_new[:, index]]).max(axis=0) if len(d.x) + len(x_new) else np.zeros(len(index))
+    return replace(d.base, window=tuple((c, float(v)) for c, v in zip(columns, top, strict=True)))
 
 
 def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: FitParams,
@@ -247,12 +282,12 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     quantiles = candidate is not None and d.logged and len(d.fit) >= MIN_QUANTILE_ROWS
     booster = _quantiles(d, params, candidate, location) if quantiles and candidate is not None else \
         empty_booster(d.x, len(served), d.features)
-    x_probe = _probe(spec, name, params)
-    m_probe = d.base.compiled(d.features).margin(x_probe, d.transform)
-    k = len(served)
-    raw_new, raw_ref, raw_probe = (_raw(location, booster, x, m, k) for x, m in
-                                   ((d.x_new, d.m_new), (d.x[d.stop], d.m[d.stop]), (x_probe, m_probe)))
-    start_new = _start(location, d.x_new, d.m_new)
+    base = _served_base(d, candidate, d.x_new)
+    evaluator, k = base.compiled(d.features), len(served)
+    raw_new, raw_ref, raw_probe = (evaluator.apply(_trees(location, booster, x, k), x, d.transform)
+                                   for x in (d.x_new, d.x[d.stop], _probe(spec, name, params)))
+    location_new = margin(location, d.x_new) if location is not None else np.zeros(len(d.x_new))
+    start_new = evaluator.apply(location_new[:, None], d.x_new, d.transform)[:, 0]
     floors = [spread_floor(raw_new[:, j], start_new, q, rows, params.prior_spread_rows) for j, q in enumerate(served)]
     levels = [(params.calibration_level or q) if q == params.alpha else q for q in served]
     cals = [calibrate(raw_new[:, j], d.y_new, level, params.objective, floors[j]) if d.logged else Calibration()
@@ -263,6 +298,7 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     reference = _reference(raw_ref[:, primary], d.y[d.stop], cals[primary], params, d.logged)
     fit_seconds = time.perf_counter() - started
     entry = _entry(d, params, served, cals, chosen, selection, location, booster, len(train), len(newest))
+    entry["base"] = base.as_dict()
     entry.update(fit_seconds=round(fit_seconds, 4), fit_cpu_seconds=round(time.thread_time() - cpu_started, 4),
                  location_seconds=round(location_seconds, 4), location_fit_rows=len(d.loc),
                  calibration_level=round(levels[primary], 4),
@@ -297,7 +333,8 @@ def _thin_model(spec: FeatureSpec, name: str, rows: Rows, params: FitParams, rec
         "quantiles": list(params.served), "primary_quantile": params.alpha, "objective": params.objective,
         "target_transform": "log1p", "calibration": thin.calibrations[primary].as_dict(),
         "calibrations": {quantile_key(q): c.as_dict() for q, c in zip(params.served, thin.calibrations, strict=True)},
-        "candidate": BASE_ONLY, "selection_log_rmse": {BASE_ONLY: _rmse(np.log1p(y), thin.margin)},
+        "candidate": BASE_ONLY, "selection": {BASE_ONLY: _rmse(np.log1p(y), thin.margin)},
+        "selection_metric": "log_rmse",
         "location_rounds": 0, "quantile_rounds": 0, "training_rows": len(rows), "fit_rows": len(rows),
         "stop_rows": 0, "holdout_rows": len(rows), "prior": False, "base": thin.base.as_dict(),
         "importances": _term_shares(thin.base, features, x),
@@ -342,7 +379,7 @@ def _entry(d: _Data, params: FitParams, served: tuple[float, ...], cals: list[Ca
         "target_transform": "log1p" if d.logged else "identity",
         "calibration": cals[served.index(params.alpha)].as_dict(),
         "calibrations": {quantile_key(q): c.as_dict() for q, c in zip(served, cals, strict=True)},
-        "candidate": candidate, "selection_log_rmse": selection,
+        "candidate": candidate, "selection": selection, "selection_metric": params.selection,
         "location_rounds": location.num_boosted_rounds() if location is not None else 0,
         "quantile_rounds": booster.num_boosted_rounds(),
         "training_rows": train_rows, "fit_rows": len(d.fit), "stop_rows": len(d.stop), "holdout_rows": newest_rows,

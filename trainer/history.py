@@ -63,7 +63,8 @@ class RetrainRecord:
     location_fit_rows: int
     """Rows the location boosters were fitted on (fewer than ``rows`` when the fit budget cut them)."""
     quantile_rounds: int
-    selection_log_rmse: dict[str, float]
+    selection: dict[str, float]
+    selection_metric: str
     reference_metrics: dict[str, float]
     shift: float | None
     base: BaseRecord | None = None
@@ -88,7 +89,8 @@ class RetrainHistory:
             fit_s=round(fitted.fit_seconds, 4), mae=s.mae, rmse=s.rmse, coverage=s.coverage, pinball=s.pinball,
             decision=decision, version=version, reason=reason, candidate=entry.candidate,
             location_rounds=entry.location_rounds, quantile_rounds=entry.quantile_rounds,
-            location_fit_rows=entry.location_fit_rows, selection_log_rmse=dict(entry.selection_log_rmse),
+            location_fit_rows=entry.location_fit_rows, selection=dict(entry.selection),
+            selection_metric=entry.selection_metric,
             reference_metrics=dict(entry.reference_metrics or fitted.reference.as_dict()), shift=shift,
             base=BaseRecord.of(entry))
         with self._lock:

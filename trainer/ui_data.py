@@ -25,7 +25,7 @@ from trainer.history import RetrainRecord
 from trainer.service import TrainerService
 
 RECENT_ROWS = 300
-ENTRY_KEYS = ("candidate", "location_rounds", "quantile_rounds", "selection_log_rmse", "training_rows",
+ENTRY_KEYS = ("candidate", "location_rounds", "quantile_rounds", "selection", "selection_metric", "training_rows",
               "holdout_rows", "fit_seconds", "metrics", "reference_metrics", "calibration", "quantiles", "base")
 
 

@@ -75,8 +75,8 @@ def _importances(name: str, m: dict[str, Any]) -> str:
 
 
 def _selection(r: dict[str, Any]) -> str:
-    sel = r["selection_log_rmse"]
-    return esc(", ".join(f"{k} {v:.3f}" for k, v in sorted(sel.items(), key=lambda kv: kv[1])))
+    sel, metric = r["selection"], {"mae_ms": "MAE ms", "log_rmse": "log-RMSE"}.get(r["selection_metric"], "")
+    return esc(f"{metric}: " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(sel.items(), key=lambda kv: kv[1])))
 
 
 def _history_table(name: str, m: dict[str, Any]) -> str:
@@ -94,7 +94,7 @@ def _history_table(name: str, m: dict[str, Any]) -> str:
     if not rows:
         return '<p class="note">No retrain yet: a model retrains when it holds enough rows and new rows arrived.</p>'
     return table(["time (UTC)", "rows", "holdout", "fit s", "MAE", "RMSE", "coverage", "pinball", "ref. pinball",
-                  "decision", "chosen", "rounds", "selection log-RMSE", "why"], rows, left=1, text=(9, 10, 12, 13))
+                  "decision", "chosen", "rounds", "selection (lower won)", "why"], rows, left=1, text=(9, 10, 12, 13))
 
 
 def _live_cards(name: str, m: dict[str, Any]) -> str:

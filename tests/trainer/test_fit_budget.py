@@ -56,5 +56,5 @@ def test_a_capped_fit_uses_that_many_location_rows_and_every_candidate() -> None
     budget.observe("ttft", entry(2.0, 1.5, full.entry.fit_rows, full.entry.fit_rows))
     capped = fit_model(SPEC, "ttft", train, hold, budget.params("ttft", params))
     assert capped.entry.location_fit_rows == budget.rows("ttft") < full.entry.fit_rows
-    assert set(capped.entry.selection_log_rmse) == {"base", *(c.name for c in params.candidates)}
+    assert set(capped.entry.selection) == {"base", *(c.name for c in params.candidates)}
     assert capped.entry.location_seconds > 0

@@ -66,9 +66,10 @@ def test_tiny_real_multi_quantile_fit_is_calibrated_and_never_crosses() -> None:
         np.testing.assert_array_equal(loaded.predict(name, training_columns(name, test, True)), table[:, 1])
 
 
-def test_selection_picks_the_candidate_with_the_lowest_log_rmse() -> None:
-    """The base alone and every tree candidate on top of it compete on log-RMSE over the newest rows; a TTFT with a
-    knee the base cannot draw (flat below 2,000 tokens, steep above) needs trees, and the entry says which won."""
+def test_selection_picks_the_candidate_with_the_lowest_score() -> None:
+    """The base alone and every tree candidate (on the base, and window mode) compete on the location's MAE in ms
+    over the newest rows; a TTFT with a knee the base cannot draw (flat below 2,000 tokens, steep above) needs trees,
+    and the entry says which won and by what."""
     rng = np.random.default_rng(4)
 
     def rows(n: int, seed: int) -> Rows:
@@ -80,14 +81,15 @@ def test_selection_picks_the_candidate_with_the_lowest_log_rmse() -> None:
 
     params = FitParams(rounds=80, nthread=1, quantile_rows=2000)
     fitted = fit_model(SPEC, "ttft", rows(3000, 5), rows(800, 6), params)
-    scores = fitted.entry.selection_log_rmse
-    assert set(scores) == {"base", "depth6", "depth3"}
+    scores = fitted.entry.selection
+    assert set(scores) == {"base", "depth6", "depth3", "depth6-window", "depth3-window"}
     assert fitted.entry.candidate == min(scores, key=scores.__getitem__) != "base"
+    assert fitted.entry.selection_metric == "mae_ms"
     only = FitParams(rounds=40, nthread=1, candidates=(Candidate(3),), quantile_rows=2000)
-    assert set(fit_model(SPEC, "ttft", rows(3000, 5), rows(800, 6), only).entry.selection_log_rmse) == {
+    assert set(fit_model(SPEC, "ttft", rows(3000, 5), rows(800, 6), only).entry.selection) == {
         "base", "depth3"}
     thin = FitParams(rounds=40, nthread=1, tree_min_rows=5000)
-    assert fit_model(SPEC, "ttft", rows(3000, 5), rows(800, 6), thin).entry.selection_log_rmse.keys() == {"base"}
+    assert fit_model(SPEC, "ttft", rows(3000, 5), rows(800, 6), thin).entry.selection.keys() == {"base"}
 
 
 def test_tpot_training_zeroes_tokens_generated() -> None:

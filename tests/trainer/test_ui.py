@@ -43,8 +43,8 @@ def test_ui_data_holds_the_retrain_history_live_error_and_recent_predictions(
     assert len(ttft["retrains"]) == 3 and ttft["retrains"][0]["decision"] == "published"
     first = ttft["retrains"][0]
     assert first["reason"].startswith("published v") and first["version"] == 2 and first["rows"] > 0
-    assert set(first["selection_log_rmse"]) == {"base", "depth6", "depth3"} and first["candidate"] in first[
-        "selection_log_rmse"]
+    assert set(first["selection"]) == {"base", "depth6", "depth3", "depth6-window", "depth3-window"}
+    assert first["candidate"] in first["selection"] and first["selection_metric"] == "mae_ms"
     assert ttft["window"]["train"] == status["training_data"]["ttft_samples"]
     recent = ttft["recent"]
     assert recent["n"] == 50 and set(recent["predicted"]) == {"0.5", "0.9", "0.99"} and recent["primary"] == "0.9"
@@ -106,7 +106,7 @@ def test_retrain_history_is_bounded_per_model() -> None:
     for k in range(5):
         scores = Scores(10, 1.0 + k, 2.0, 0.9, 0.5)
         entry = ModelEntry(file="ttft.ubj", candidate="depth6", location_rounds=7, quantile_rounds=k,
-                           selection_log_rmse={"depth6": 0.2}, holdout_rows=10,
+                           selection={"depth6": 0.2}, holdout_rows=10,
                            base=BaseEntry(terms=("1", "num_request_waiting"), coefficients=(20.0 + k, 0.5), rows=90,
                                           source="fit") if k else None)
         fitted = FittedModel("ttft", {}, entry, scores, Scores(5, 1.0, 1.0, 0.8, 0.4), 0.25, np.zeros(1))
