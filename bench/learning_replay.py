@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from demo.binomial import at_least
 from shared.features import MODEL_NAMES, TARGET_OF
 from shared.model import LoadedBundle
 from shared.trainer_settings import TrainerSettings
@@ -187,26 +189,46 @@ def summarise(served: Served, alpha: float, after_s: float, window_s: float) -> 
     return out
 
 
-def totals(logs: dict[str, Any], after_s: float) -> dict[str, dict[str, float]]:
+WINDOW_ROWS = 10
+"""A window is judged with at least this many rows."""
+WINDOW_FLOOR = 0.75
+AFTER_BAND = 0.03
+
+
+def totals(logs: dict[str, Any], after_s: float, alpha: float = 0.9) -> dict[str, dict[str, float]]:
     """Per trace (the log directory's name up to the first ``-``) and model: pinball summed over the logs, mean
-    coverage over all rows and after ``after_s``, and the lowest coverage of a window with ≥ 10 rows."""
+    coverage over all rows and after ``after_s``, the lowest coverage of a window with ≥ ``WINDOW_ROWS`` rows (over
+    the run, and from the first publish on), and what a perfectly calibrated ``alpha``-quantile would score on the
+    same pair counts (binomial, pairs independent): the chance every judged window stays ≥ ``WINDOW_FLOOR``, and
+    the chance the pooled coverage after ``after_s`` lands within ``alpha`` ± ``AFTER_BAND``."""
     out: dict[str, dict[str, float]] = {}
     for path, log in logs.items():
         trace = Path(path).name.split("-")[0]
+        first_fit = min((v["at_s"] for v in log["versions"]), default=float("inf"))
         for name in MODEL_NAMES:
             t = out.setdefault(f"{trace} {name}", {"logs": 0, "pinball": 0.0, "coverage": 0.0, "coverage_after": 0.0,
-                                                    "lowest_window": 1.0})
+                                                    "lowest_window": 1.0, "lowest_window_trained": 1.0,
+                                                    "calibrated_windows_chance": 1.0, "rows_after": 0})
             after = log[name][f"after_{after_s:g}s"]
+            judged = [w for w in log[name]["windows"] if w["rows"] >= WINDOW_ROWS]
             t["logs"] += 1
             t["pinball"] += log[name]["all"].get("pinball", 0.0)
             t["coverage"] += log[name]["all"].get("coverage", 0.0)
             t["coverage_after"] += after.get("coverage", 0.0)
-            t["lowest_window"] = min([t["lowest_window"]] + [w["coverage"] for w in log[name]["windows"]
-                                                            if w["rows"] >= 10])
+            t["rows_after"] += after.get("rows", 0)
+            t["lowest_window"] = min([t["lowest_window"]] + [w["coverage"] for w in judged])
+            t["lowest_window_trained"] = min([t["lowest_window_trained"]] + [w["coverage"] for w in judged
+                                                                            if w["from_s"] >= first_fit])
+            for w in judged:
+                t["calibrated_windows_chance"] *= at_least(w["rows"], alpha, math.ceil(WINDOW_FLOOR * w["rows"]))
     for t in out.values():
         t["pinball"] = round(t["pinball"], 1)
         t["coverage"] = round(t["coverage"] / t["logs"], 3)
         t["coverage_after"] = round(t["coverage_after"] / t["logs"], 3)
+        t["calibrated_windows_chance"] = round(t["calibrated_windows_chance"], 3)
+        n = int(t["rows_after"])
+        t["calibrated_after_chance"] = round(at_least(n, alpha, math.ceil((alpha - AFTER_BAND) * n - 1e-9)) -
+                                             at_least(n, alpha, math.floor((alpha + AFTER_BAND) * n + 1e-9) + 1), 3)
     return out
 
 
@@ -258,7 +280,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{m} all {s[m]['all'].get('coverage')} / {s[m]['all'].get('pinball')}, after "
             f"{s[m][f'after_{args.after_s:g}s'].get('coverage')} / {s[m][f'after_{args.after_s:g}s'].get('pinball')}"
             for m in MODEL_NAMES) + f"; {len(versions)} publishes", file=sys.stderr)
-    result["totals"] = totals(result["logs"], args.after_s)
+    result["totals"] = totals(result["logs"], args.after_s, float(overrides.get("quantile_alpha", 0.9)))
     for key, t in result["totals"].items():
         print(f"{key}: " + ", ".join(f"{k} {v}" for k, v in t.items()), file=sys.stderr)
     args.out.parent.mkdir(parents=True, exist_ok=True)

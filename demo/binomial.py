@@ -42,6 +42,13 @@ def acceptance_interval(n: int, q: float, level: float = LEVEL) -> tuple[int, in
     return lo, hi
 
 
+def at_least(n: int, q: float, k: int) -> float:
+    """P(K ≥ k) under Binomial(n, q): the chance a calibrated ``q``-quantile covers at least ``k`` of ``n`` pairs."""
+    if k <= 0:
+        return 1.0
+    return min(1.0, sum(_pmf(n, q)[k:])) if k <= n else 0.0
+
+
 def coverage_interval(n: int, q: float, level: float = LEVEL) -> tuple[float, float]:
     """The acceptance interval as coverage shares of ``n`` pairs (p90 on 200 pairs: (0.84, 0.95))."""
     lo, hi = acceptance_interval(n, q, level)
