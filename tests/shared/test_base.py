@@ -101,3 +101,26 @@ def test_format_1_bundles_still_load_and_an_unknown_format_is_refused() -> None:
     doc["format_version"] = 3
     with pytest.raises(BundleError, match="format_version 3"):
         verify_bundle(orjson.dumps(doc), files.__getitem__, None)
+
+
+def test_window_mode_adds_only_the_growth_past_the_window_in_ms() -> None:
+    """A windowed base leaves the trees alone inside the window and adds base(x) − base(min(x, window)) past it —
+    non-decreasing in every load column wherever the others are, inside or outside."""
+    base = Base(("1", "prefill_tokens_in_flight", "num_request_running"), (10.0, 0.5, 2.0),
+                window=(("prefill_tokens_in_flight", 1000.0), ("num_request_running", 8.0)))
+    evaluator = base.compiled(FEATURES)
+    cols = {**smoke_columns(), "prefill_tokens_in_flight": np.array([500.0, 1000.0, 3000.0, 3000.0]),
+            "num_request_running": np.array([4.0, 4.0, 4.0, 20.0]), "input_token_length": np.full(4, 100.0)}
+    cols = {k: np.broadcast_to(v, (4,)).copy() for k, v in cols.items()}
+    x = SPEC.matrix("ttft", cols)
+    assert evaluator.growth(x) == pytest.approx([0.0, 0.0, 0.5 * 2000, 0.5 * 2000 + 2.0 * 12])
+    trees = np.log1p(np.full((4, 1), 100.0))
+    assert np.expm1(evaluator.apply(trees, x, "log1p"))[:, 0] == pytest.approx([100.0, 100.0, 1100.0, 1124.0])
+    assert evaluator.apply(trees, x, "identity")[:, 0] == pytest.approx(trees[:, 0] + evaluator.growth(x))
+    rng = np.random.default_rng(1)
+    a = np.abs(rng.normal(0, 3000, (300, len(FEATURES)))).astype(np.float32)
+    b = a * rng.uniform(1.0, 4.0, a.shape).astype(np.float32)
+    assert np.all(evaluator.growth(b) >= evaluator.growth(a) - 1e-9)
+    assert base.as_dict()["window"] == {"prefill_tokens_in_flight": 1000.0, "num_request_running": 8.0}
+    with pytest.raises(BundleError, match="window"):
+        check(Base(base.terms, base.coefficients, window=(("no_such_column", 1.0),)), FEATURES)

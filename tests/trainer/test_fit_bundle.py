@@ -10,7 +10,7 @@ import pytest
 from shared.bundle import MANIFEST, assemble, in_memory, read_bundle, read_current, version_dir
 from shared.errors import BundleError
 from shared.features import MODEL_NAMES, FeatureSpec, typical_columns
-from shared.model import LoadedBundle, load_bundle
+from shared.model import LoadedBundle, load_bundle, load_model
 from trainer.calibrate import Calibration, calibrate, log_offset
 from trainer.cycle import bundle_meta
 from trainer.evaluate import pinball, score
@@ -222,3 +222,33 @@ def test_a_fit_too_small_for_quantiles_serves_a_calibrated_location_in_milliseco
     served = loaded.predict("ttft", training_columns("ttft", test, True))
     actual = test.column("actual_ttft_ms")
     assert 0.8 < float(np.median(served)) / float(np.median(actual)) < 2.5
+
+
+def test_a_window_candidate_serves_its_trees_inside_the_window_and_the_base_growth_past_it() -> None:
+    """TPOT with a knee in the batch size (flat, then a step, then flat): trees on the whole latency follow it inside
+    the window; the entry's base carries the window's largest values, and past them the base's growth is added."""
+    rng = np.random.default_rng(8)
+
+    def rows(n: int, seed: int) -> Rows:
+        r = window_rows(n, seed)
+        running = r.column("num_request_running")
+        r.data[:, COL["actual_tpot_ms"]] = (6 + 0.1 * running + 20 / (1 + np.exp(-(running - 20) / 2))) * np.exp(
+            0.05 * rng.standard_normal(n))
+        return r
+
+    params = FitParams(rounds=60, nthread=1, quantile_rows=2000, candidates=(Candidate(3, True),))
+    train, hold = rows(3000, 1), rows(500, 2)
+    fitted = fit_model(SPEC, "tpot", train, hold, params)
+    entry = fitted.entry
+    assert entry.candidate == "depth3-window" and entry.base is not None and entry.base.window is not None
+    assert entry.base.window["num_request_running"] == 39.0  # window_rows draws 1..39
+    manifest, files = assemble(1, "2026-12-07T00:00:00+00:00", {"tpot": (fitted.files, entry)},
+                               bundle_meta(SPEC, params, prior=False), None)
+    model = load_model(in_memory(manifest, files), "tpot", SPEC, 1)
+    cols = training_columns("tpot", train.take(slice(0, 1)), True)
+    grid = {k: np.repeat(v, 4) for k, v in cols.items()}
+    grid["num_request_running"] = np.array([10.0, 39.0, 80.0, 160.0])
+    served = model.calibrate(model.raw(SPEC.matrix("tpot", grid)))[:, 1]
+    truth_in = 6 + 0.1 * 10
+    assert 0.8 < served[0] / truth_in < 1.6 and np.all(np.diff(served) > 0)  # the knee, then the base's growth
+    assert drops(model, SPEC, train.data, True) == []

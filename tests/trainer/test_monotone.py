@@ -54,12 +54,12 @@ def random_rows(n: int, seed: int, shape: str) -> Rows:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(12, 900), seed=st.integers(0, 10_000), shape=st.sampled_from(["linear", "falling", "bumpy"]),
-       depth=st.integers(1, 6), tree_min_rows=st.sampled_from([0, 100]))
-def test_every_fit_is_monotone_along_the_publish_sweep(n: int, seed: int, shape: str, depth: int,
+       depth=st.integers(1, 6), window=st.booleans(), tree_min_rows=st.sampled_from([0, 100]))
+def test_every_fit_is_monotone_along_the_publish_sweep(n: int, seed: int, shape: str, depth: int, window: bool,
                                                        tree_min_rows: int) -> None:
     rows = random_rows(n, seed, shape)
     cut = n - max(2, n // 10)
-    params = FitParams(rounds=25, nthread=1, candidates=(Candidate(depth),), quantile_rows=2000,
+    params = FitParams(rounds=25, nthread=1, candidates=(Candidate(depth, window),), quantile_rows=2000,
                        tree_min_rows=tree_min_rows, seed=seed)
     for name in MODEL_NAMES:
         fitted = fit_model(SPEC, name, rows.take(slice(0, cut)), rows.take(slice(cut, None)), params)
