@@ -40,7 +40,7 @@ class TrainerSettings(CommonSettings):
     xgb_learning_rate: float = env("LATENCY_XGB_LEARNING_RATE", 0.1, "Shrinkage.", gt=0)
     xgb_max_bin: int = env("LATENCY_XGB_MAX_BIN", 128, "Histogram bins per feature (hist tree method).", ge=2)
     fit_candidates: str = env(
-        "LATENCY_FIT_CANDIDATES", "depth6,depth3,depth6-window,depth3-window", "Tree configurations fitted every "
+        "LATENCY_FIT_CANDIDATES", "depth6,depth4-window", "Tree configurations fitted every "
         "cycle (depth<N>: trees on top of the physical base; depth<N>-window: trees learn the whole latency inside "
         "the training window, the base adds its growth past it); the lowest MAE (ms) of the location on the newest "
         "rows wins, the base alone included. Every one is monotone: TTFT non-decreasing in input/effective tokens, "

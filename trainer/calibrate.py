@@ -51,14 +51,24 @@ def conformal_rank(n: int, alpha: float) -> int:
     return min(n, math.ceil((n + 1) * alpha - 1e-9))
 
 
-def spread_floor(raw: np.ndarray, location: np.ndarray, alpha: float, rows: int, prior_rows: int) -> float:
-    """The least log offset of quantile ``alpha`` while data is thin: the prior's spread above the median
-    (``SIGMA``·z_α, p90 = 1.3 × median) weighted ``prior_rows / (rows + prior_rows)``, less what the
-    raw quantile already adds above the location (median over the rows). −∞ when ``prior_rows`` is 0."""
-    if prior_rows <= 0 or not len(raw):
+def spread_floor(raw: np.ndarray, median: np.ndarray, alpha: float, rows: int, prior_rows: int) -> float:
+    """The least log offset of quantile ``alpha`` (above the median only) while data is thin: the prior's spread
+    above the median (``SIGMA``·z_α, p90 = 1.3 × median) weighted ``prior_rows / (rows + prior_rows)``, less what
+    the raw quantile already adds above ``median`` — the model's calibrated median, log space — (median over the
+    rows). −∞ when ``prior_rows`` is 0, and for ``alpha`` ≤ 0.5 (a median is what the rows say it is)."""
+    if prior_rows <= 0 or not len(raw) or alpha <= 0.5:
         return -math.inf
     prior = SIGMA * NormalDist().inv_cdf(alpha) * prior_rows / (rows + prior_rows)
-    return prior - float(np.median(raw - location))
+    return prior - float(np.median(raw - median))
+
+
+def spread_floors(raw: np.ndarray, y: np.ndarray, served: tuple[float, ...], rows: int,
+                  prior_rows: int) -> list[float]:
+    """``spread_floor`` of every served quantile's raw column ``(n, k)``: each above the calibrated median —
+    the 0.5 column (or the lowest served one) with its own conformal median offset."""
+    ref = raw[:, served.index(0.5) if 0.5 in served else 0]
+    median = ref + log_offset(ref, y, 0.5)
+    return [spread_floor(raw[:, j], median, q, rows, prior_rows) for j, q in enumerate(served)]
 
 
 def log_offset(raw: np.ndarray, y: np.ndarray, alpha: float, floor: float = -math.inf) -> float:

@@ -28,7 +28,7 @@ from shared.bundle import ModelEntry, encode_model
 from shared.features import TARGET_OF, FeatureSpec, typical_columns
 from shared.model import quantile_key
 from trainer.base_fit import fit_base, term_matrix
-from trainer.calibrate import Calibration, calibrate, cross_calibrated, spread_floor
+from trainer.calibrate import Calibration, calibrate, cross_calibrated, spread_floors
 from trainer.evaluate import Scores, score
 from trainer.fit import (
     BASE_ONLY,
@@ -243,7 +243,8 @@ def _quantiles(d: _Data, params: FitParams, candidate: Candidate, location: xgb.
                     scale=_scale(start_stop) if scaled else None)
     objective = {"objective": "reg:quantileerror", "quantile_alpha": np.array(params.served),
                  "eval_metric": "quantile"}
-    booster = train_stopped(booster_params(params, d.name, d.features, candidate, objective), dq, dstop,
+    shallow = replace(candidate, max_depth=min(candidate.max_depth, params.quantile_max_depth))
+    booster = train_stopped(booster_params(params, d.name, d.features, shallow, objective), dq, dstop,
                             params.rounds, params.early_stopping)
     return enforce_monotone(booster, monotone_signs(d.name, d.features))
 
@@ -286,9 +287,7 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     evaluator, k = base.compiled(d.features), len(served)
     raw_new, raw_ref, raw_probe = (evaluator.apply(_trees(location, booster, x, k), x, d.transform)
                                    for x in (d.x_new, d.x[d.stop], _probe(spec, name, params)))
-    location_new = margin(location, d.x_new) if location is not None else np.zeros(len(d.x_new))
-    start_new = evaluator.apply(location_new[:, None], d.x_new, d.transform)[:, 0]
-    floors = [spread_floor(raw_new[:, j], start_new, q, rows, params.prior_spread_rows) for j, q in enumerate(served)]
+    floors = spread_floors(raw_new, d.y_new, served, rows, params.prior_spread_rows)
     levels = [(params.calibration_level or q) if q == params.alpha else q for q in served]
     cals = [calibrate(raw_new[:, j], d.y_new, level, params.objective, floors[j]) if d.logged else Calibration()
             for j, level in enumerate(levels)]

@@ -19,7 +19,7 @@ import numpy as np
 
 from shared.base import Base
 from trainer.base_fit import fit_base
-from trainer.calibrate import Calibration, calibrate, cross_calibrated, spread_floor
+from trainer.calibrate import Calibration, calibrate, cross_calibrated, spread_floors
 from trainer.fit import FitParams
 
 MAX_FOLDS = 20
@@ -61,7 +61,8 @@ def fit_thin(name: str, features: tuple[str, ...], x: np.ndarray, y: np.ndarray,
     margin = held_out_margin(name, features, x, y, weight, prior, params) if len(y) > 1 else \
         np.log1p(base.compiled(features)(x))
     served = params.served
-    floors = [spread_floor(margin, margin, q, len(y), params.prior_spread_rows) for q in served]
+    floors = spread_floors(np.repeat(margin[:, None], len(served), axis=1), y, served, len(y),
+                           params.prior_spread_rows)
     levels = [(params.calibration_level or q) if q == params.alpha else q for q in served]
     cals = [calibrate(margin, y, level, params.objective, floor) for level, floor in zip(levels, floors, strict=True)]
     primary = served.index(params.alpha)

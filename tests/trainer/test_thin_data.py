@@ -24,7 +24,7 @@ from tests.trainer.test_fit_bundle import fitted_bundle, window_rows
 from tests.trainer.test_poisoning import post, scaled
 from trainer import cycle
 from trainer.adaptive import AdaptiveLevel
-from trainer.calibrate import conformal_rank, log_offset, spread_floor
+from trainer.calibrate import conformal_rank, log_offset, spread_floor, spread_floors
 from trainer.fit import FitParams, training_columns
 from trainer.fitted import MIN_NEWEST, fit_model, newest_split
 from trainer.loop import lower_priority
@@ -65,8 +65,20 @@ def test_the_prior_spread_floor_fades_with_data() -> None:
     assert spread_floor(raw, location, 0.9, 200, 200) == pytest.approx(p90 / 2)
     assert spread_floor(raw, location, 0.9, 100_000, 200) < 0.001
     assert spread_floor(raw + 0.1, location, 0.9, 200, 200) == pytest.approx(p90 / 2 - 0.1)
-    assert spread_floor(raw, location, 0.5, 0, 200) == pytest.approx(0.0, abs=1e-12)
+    assert spread_floor(raw, location, 0.5, 0, 200) == -np.inf  # a median is what the rows say it is
     assert spread_floor(raw, location, 0.9, 0, 0) == -np.inf
+
+
+def test_the_floor_is_above_the_calibrated_median_so_the_median_stays_free() -> None:
+    """A base alone (every quantile's raw = the base) that over-predicts the median by 10 %: the p50 offset goes
+    down to the rows' median and the p90 floor sits above that median, not above the base."""
+    rng = np.random.default_rng(0)
+    raw = np.zeros(500)
+    y = np.expm1(np.log(0.9) + 0.05 * rng.standard_normal(500) + 0.0)
+    floors = spread_floors(np.column_stack([raw, raw]), y, (0.5, 0.9), 500, 200)
+    median = float(np.median(np.log1p(y)))
+    assert floors[0] == -np.inf
+    assert floors[1] == pytest.approx(median + np.log(1.3) * 200 / 700, abs=0.01)
 
 
 def _coverage(fitted_rows: Rows, hold: Rows, fresh: Rows, name: str, params: FitParams = PARAMS) -> float:
