@@ -43,7 +43,7 @@ def test_ui_data_holds_the_retrain_history_live_error_and_recent_predictions(
     assert len(ttft["retrains"]) == 3 and ttft["retrains"][0]["decision"] == "published"
     first = ttft["retrains"][0]
     assert first["reason"].startswith("published v") and first["version"] == 2 and first["rows"] > 0
-    assert set(first["selection"]) == {"base", "depth6", "depth3", "depth6-window", "depth3-window"}
+    assert set(first["selection"]) == {"base", "depth6", "depth4-window"}
     assert first["candidate"] in first["selection"] and first["selection_metric"] == "mae_ms"
     assert ttft["window"]["train"] == status["training_data"]["ttft_samples"]
     recent = ttft["recent"]
