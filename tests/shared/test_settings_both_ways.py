@@ -85,10 +85,13 @@ def test_every_documented_env_var_is_a_setting(doc: str, env: str) -> None:
     assert env in _env_names(), f"{doc} documents {env}, but no settings class reads it"
 
 
-def test_the_contracts_fresh_threshold_is_ignored_when_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    """LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH (llm-d contract §7) is no setting here (trainer/README.md, Bootstrap):
-    a deployment that still sets it starts, with the one threshold LATENCY_MIN_SAMPLES_FOR_RETRAIN."""
+def test_the_contracts_fresh_threshold_is_the_bases(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH (llm-d contract §7, default 10) is the row count from which the physical
+    base alone is refitted; LATENCY_MIN_SAMPLES_FOR_RETRAIN the one from which trees join (trainer/README.md)."""
     monkeypatch.setenv("LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH", "5")
     monkeypatch.setenv("LATENCY_MIN_SAMPLES_FOR_RETRAIN", "40")
     settings = TrainerSettings.from_env()
-    assert settings.min_samples_for_retrain == 40 and "LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH" not in _env_names()
+    assert settings.min_samples_for_retrain == 40 and settings.min_samples_for_retrain_fresh == 5
+    monkeypatch.setenv("LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH", "1")
+    with pytest.raises(ValueError, match="LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH"):
+        TrainerSettings.from_env()
