@@ -81,6 +81,10 @@ class TrainerSettings(CommonSettings):
         "LATENCY_BASE_PRIOR_ROWS", 20.0, "The physical base's shape is shrunk toward the live model's (at first the "
         "prior's) as if this many rows agreed with it; its level is learnt freely from the first rows (0: no "
         "shrinkage).", ge=0)
+    spread_prior_rows: int = env(
+        "LATENCY_SPREAD_PRIOR_ROWS", 50, "While rows are few each quantile above the median keeps at least the prior's "
+        "spread above it (p90 = 1.3 x the median), weighted by this / (rows + this): 0.6 at 30 rows, 0.2 at 200 "
+        "(0: no floor).", ge=0)
     base_loss: str = env(
         "LATENCY_BASE_LOSS", "l2", "How the physical base is fitted in log space: l2 (least squares) or l1 (least "
         "absolute error: a burst of slow rows pulls it less).")

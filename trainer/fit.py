@@ -82,7 +82,7 @@ class FitParams:
     calibration_level: float | None = None
     """The conformal level of the primary quantile (None: ``alpha``); the retrain cycle adapts it to the live
     model's fresh coverage (``trainer.adaptive``)."""
-    prior_spread_rows: int = 200
+    prior_spread_rows: int = 50
     """While data is thin each quantile keeps at least the prior's spread above the location, weighted
     ``prior_spread_rows / (rows + prior_rows)`` (``trainer.calibrate.spread_floor``; 0: no floor)."""
     selection: str = "mae_ms"

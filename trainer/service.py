@@ -53,7 +53,7 @@ def fit_params(settings: TrainerSettings) -> FitParams:
                      nthread=max(1, s.train_threads // 2), quantile_rows=s.fit_quantile_rows,
                      tpot_zero_token_count=s.tpot_zero_token_count,
                      prefix_weighting=s.sample_weighting_for_prefix_cache,
-                     tree_min_rows=s.min_samples_for_retrain,
+                     tree_min_rows=s.min_samples_for_retrain, prior_spread_rows=s.spread_prior_rows,
                      base=BaseFitParams(prior_rows=s.base_prior_rows, loss=s.base_loss))
 
 
