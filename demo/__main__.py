@@ -36,7 +36,7 @@ from demo.load import LoadStats, run_load
 from demo.procs import StartupError
 from demo.report import build_summary, print_report
 from demo.stack import LONG, REPO, SHORT, PoolSpec, Stack, StackSpec
-from demo.truth import Joined, join
+from demo.truth import Joined, join, write_csv
 from demo.watch import Watcher
 from demo.workload import DEFAULT_TRACE, ChatWorkload, TokenWorkload, load_trace
 from sim.engine.errors import ConfigError
@@ -205,9 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     report = args.report or args.summary.with_name("demo-report.html")
     t0 = min((r.sent_wall for r in watcher.stats.records), default=time.time())
     report_html.write(report, summary, joined, watcher.bundles, t0)
+    write_csv(args.workdir / "requests.csv", joined, t0)
     if args.screenshots is not None:
         screenshots.take({"demo-report": report.resolve().as_uri()}, args.screenshots)
-    print(f"\nwrote {args.summary} and {report}  (logs in {args.workdir / 'logs'})")
+    print(f"\nwrote {args.summary} and {report}  (logs in {args.workdir / 'logs'}, every judged request in "
+          f"{args.workdir / 'requests.csv'})")
     return 0
 
 

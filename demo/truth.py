@@ -17,10 +17,12 @@ judges the result.
 from __future__ import annotations
 
 import bisect
+import csv
 import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from demo.load import Record
@@ -78,6 +80,21 @@ def join(records: Iterable[Record], routed: dict[str, dict[str, Any]], bundles: 
                           {t: r[f"{t}_ms"] for t in TARGETS}, rec.ttft_ms, _parts(rec, r),
                           _phase(r["pool"], r["dispatched_at"], bundles)))
     return sorted(out, key=lambda j: j.dispatched_at)
+
+
+CSV_COLUMNS = ("request_id", "pool", "pod", "dispatched_s", "phase", "predicted_ttft_ms", "raw_predicted_ttft_ms",
+               "ttft_ms", "predicted_tpot_ms", "raw_predicted_tpot_ms", "tpot_ms")
+
+
+def write_csv(path: Path, joined: Sequence[Joined], t0: float) -> None:
+    """One row per judged request (``dispatched_s`` from ``t0``, wall clock): what every coverage figure is
+    computed from, for a reader who wants to look further."""
+    with path.open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(CSV_COLUMNS)
+        for j in joined:
+            out.writerow([j.request_id, j.pool, j.pod, round(j.dispatched_at - t0, 4), j.phase,
+                          *(v for t in TARGETS for v in (j.predicted[t], j.raw[t], j.measured[t]))])
 
 
 def pairs(joined: Iterable[Joined], target: str, raw: bool = False) -> list[tuple[float, float]]:
