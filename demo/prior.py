@@ -4,7 +4,7 @@ The built-in prior is the default physical base (a GPU roofline of an ~8B model,
 profile of the engine (``python -m bench.engine_profile``), :func:`seed_env` replays the traces on simulated pods
 of that profile (:mod:`sim.prior_seed`), fits the trainer's base on the samples, writes the seed bundle into
 ``out`` and returns the trainer environment that imports it (``LATENCY_SEED_DIR``). The trainer refits the base's
-level from the engine's first ten rows, so a machine slower than the profile's needs no factor of its own.
+level from the engine's first five rows, so a machine slower than the profile's needs no factor of its own.
 """
 
 from __future__ import annotations

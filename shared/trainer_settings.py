@@ -17,8 +17,9 @@ class TrainerSettings(CommonSettings):
     min_samples_for_retrain: int = env("LATENCY_MIN_SAMPLES_FOR_RETRAIN", 100, "Rows from which the trees are "
                                        "fitted on top of the physical base.", ge=1)
     min_samples_for_retrain_fresh: int = env(
-        "LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH", 10, "Rows from which a model is retrained at all: below "
-        "LATENCY_MIN_SAMPLES_FOR_RETRAIN only its physical base (level and shape) is refitted.", ge=2)
+        "LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH", 5, "Rows from which a model is retrained at all (at least 3): below "
+        "LATENCY_MIN_SAMPLES_FOR_RETRAIN only its physical base (level and shape) is refitted, calibrated on "
+        "cross-validated residuals.", ge=2)
     max_training_data_size_per_bucket: int = env("LATENCY_MAX_TRAINING_DATA_SIZE_PER_BUCKET", 10_000,
                                                  "Most rows kept per (queue, cache, prefix) bucket and model.", ge=1)
     test_train_ratio: float = env("LATENCY_TEST_TRAIN_RATIO", 0.1, "Share of newest rows held out.", gt=0, lt=1)

@@ -9,7 +9,7 @@ and least-queue, so idle, queued and overloaded pods are all seen), fits the tra
 samples (``trainer.fitted.fit_model`` with the base alone: coefficients and each served quantile's spread) and
 writes a bundle directory (``manifest.json`` + files) for ``LATENCY_SEED_DIR``: the profile's base (``source``
 ``profile``), no trees. The bundle is marked ``prior``. A trainer refits the base's level from the engine's first
-ten rows and its shape as rows arrive (shrunk toward this one), so a machine slower or faster than the one the
+five rows and its shape as rows arrive (shrunk toward this one), so a machine slower or faster than the one the
 profile was measured on needs no factor of its own.
 """
 

@@ -9,7 +9,7 @@ absolute log error (the median: a burst of slow rows pulls less).
 **Shrinkage while rows are few**: the rows are joined by ``prior_rows`` pseudo-rows (in weight) — ``GRID_ROWS``
 rows of the typical grid (``shared.features.typical_columns``: every feature over a healthy pod's range, queues
 included) labelled with the prior's base (the live model's, or the default) times the *level* ``s``, the median
-ratio of latency to the prior's base over the real rows. So ten rows set the level freely, however far the prior is
+ratio of latency to the prior's base over the real rows. So five rows set the level freely, however far the prior is
 off (a CPU engine is 10× a GPU's roofline), while the shape stays the prior's where the rows say nothing (no queue
 yet) and is the rows' wherever they speak; once a few hundred rows arrive the pseudo-rows are a rounding error.
 ``u`` (the unit of each coefficient) is the prior's coefficient, at least ``FLOOR`` × the default's, so a term the

@@ -49,9 +49,10 @@ from trainer.window import Rows, Window
 
 log = logging.getLogger("trainer.retrain")
 MIN_FRESH_ROWS = 20
-MIN_FIT_ROWS = 8
-"""A fit needs this many rows (train + holdout): ``fitted.newest_split`` keeps at least 2 of them newest, for
-calibration and the champion/challenger scores (the window's holdout alone is 10 %: one row below 20).
+MIN_FIT_ROWS = 3
+"""A fit needs this many rows (train + holdout) whatever ``LATENCY_MIN_SAMPLES_FOR_RETRAIN_FRESH`` says: the base alone
+is cross-validated on every row (``trainer.thin``), and a conformal quantile of three residuals (their largest)
+covers a fourth row with probability 3/4. With trees, the window's holdout must hold a row too (10 %: from 10 rows).
 """
 NOISE_Z = 2.0
 """A challenger is kept out only when it is worse than the live model by more than this many standard errors of
@@ -145,7 +146,9 @@ class Retrainer:
         added = self.window.rows_added(name)
         train, holdout = self.window.snapshot(name)
         total = len(train) + len(holdout)
-        if total < max(self.min_samples, MIN_FIT_ROWS) or added == self._fitted_at_rows[name] or not len(holdout):
+        thin = total < self.params.tree_min_rows
+        if total < max(self.min_samples, MIN_FIT_ROWS) or added == self._fitted_at_rows[name] or \
+                not (thin or len(holdout)):
             if log.isEnabledFor(logging.DEBUG):
                 log.debug("%s not retrained: %d samples (threshold %d), %d new", name.upper(), total,
                           self.min_samples, added - self._fitted_at_rows[name])
