@@ -93,8 +93,9 @@ def publish(root: Path, version: int, models: ModelFiles) -> None:
 
 
 @contextmanager
-def server(cmd: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "MALLOC_ARENA_MAX": "2", **(env or {})},  # the image's
+def server(cmd: list[str], port: int, env: dict[str, str] | None = None,
+           cwd: Path = REPO) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(cmd, cwd=cwd, env={**os.environ, "MALLOC_ARENA_MAX": "2", **(env or {})},  # the image's
                             stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
