@@ -88,7 +88,8 @@ def measure(tree: Tree, family: Family, data: Data, config: Config, workdir: Pat
             predicted = np.array([p[f"{t}_ms"] for p in pair.predict(test.rows)], dtype=np.float64)
             figures = summarize(predicted / test.p90, test.multiple)
             results.append({"tree": tree.name, "family": family.name, "target": t,
-                            "served": {"version": served.version, "rows": served.rows[t], "waited_s": served.waited_s},
+                            "served": {"version": served.version, "rows": served.rows[t], "waited_s": served.waited_s,
+                                       "candidate": served.candidates.get(t, "")},
                             "true_p90_ms": {str(k): round(float(np.median(test.p90[test.multiple == k])), 1)
                                             for k in MULTIPLES},
                             "multiples": figures,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -50,6 +50,8 @@ class Served:
     version: int
     rows: dict[str, int]
     waited_s: float
+    candidates: dict[str, str] = field(default_factory=dict)
+    """Per model the configuration served (``base``, ``depth6``, ``depth4-window``, …; older trees: empty)."""
 
 
 class TrainingTimeout(RuntimeError):
@@ -107,7 +109,8 @@ class Pair:
             ready = self._trainer_ready()
             settled = ready["retrain"]["cycles"] >= posted_cycles + 2 and ready["bundle_version"] == bundle["version"]
             if all(trained[m] >= rows[m] for m in rows) or settled:
-                return Served(int(bundle["version"]), trained, round(time.monotonic() - started, 1))
+                chosen = {m: str(bundle["models"][m].get("candidate", "")) for m in MODEL_NAMES}
+                return Served(int(bundle["version"]), trained, round(time.monotonic() - started, 1), chosen)
             if time.monotonic() - started > self.settings.trained_timeout_s:
                 raise TrainingTimeout(f"{self.tree.name}: no trained bundle after {self.settings.trained_timeout_s:.0f}"
                                       f" s (serving {trained}, trainer {ready})\n"
