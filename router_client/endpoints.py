@@ -110,6 +110,14 @@ class EndpointState:
         snap = self._snapshot
         return {pod for pod in pods if now - snap.get(pod, NEVER_SCRAPED).scraped_at > limit}
 
+    def lagging(self, pods: tuple[str, ...]) -> set[str]:
+        """The pods of ``pods`` whose last scrape is more than ``stale_after_s`` behind the freshest one's: when
+        every pod is stale (a loaded machine answers /metrics late), a pod that died still stands out."""
+        snap = self._snapshot
+        times = {pod: snap.get(pod, NEVER_SCRAPED).scraped_at for pod in pods}
+        newest = max(times.values(), default=NEVER)
+        return {pod for pod, t in times.items() if newest - t > self.stale_after_s}
+
     # -- router-side in-flight --------------------------------------------------------------
     def dispatch(self, key: int | str, pod: str, uncached_tokens: int) -> None:
         if key in self._open:

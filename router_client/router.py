@@ -273,15 +273,17 @@ class Router:
 
     def _live(self, pool: str, pods: tuple[str, ...], candidates: list[Candidate]) -> list[Candidate]:
         """Drop pods that left the pool while the decision awaited its predictions, and pods whose scrapes have
-        failed for longer than ``stale_after_s`` (down or unreachable) — unless that drops them all: then nothing
-        is known and every pod stays a candidate."""
+        failed for longer than ``stale_after_s`` (down or unreachable). When that drops them all, only the pods
+        whose scrapes lag the freshest one's by more than ``stale_after_s`` go (a dead pod among slow ones)."""
         now = self.members.pods(pool)
         if now is not pods:
             current = set(now)
             candidates = [c for c in candidates if c.pod in current] or candidates
         stale = self._state.stale(pods)
-        if not stale or len(stale) == len(pods):  # none, or all: every candidate stays
+        if not stale:
             return candidates
+        if len(stale) == len(pods):
+            stale = self._state.lagging(pods)
         live = [c for c in candidates if c.pod not in stale]
         return live if live else candidates
 

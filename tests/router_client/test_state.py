@@ -107,6 +107,17 @@ def test_endpoint_state_in_flight_and_rows() -> None:
     assert state.is_stale("a")
 
 
+def test_when_every_pod_is_stale_only_those_lagging_the_freshest_count_as_down() -> None:
+    now = [100.0]
+    state = EndpointState(("dead", "slow", "slower", "never"), 2.0, lambda: now[0])
+    state.publish({"dead": PodMetrics(scraped_at=80.0), "slow": PodMetrics(scraped_at=95.0),
+                   "slower": PodMetrics(scraped_at=93.5)})
+    assert set(state.stale(state.pods)) == {"dead", "slow", "slower", "never"}
+    assert state.lagging(state.pods) == {"dead", "never"}
+    assert state.lagging(("never",)) == set(), "a pod never scraped lags nothing but a scraped one"
+    assert state.lagging(()) == set()
+
+
 ADMISSION_CASES = [
     ("not sheddable", SchedulingRequest("r", 1, 10.0, None, False), [cand("a", 100, 1)], None),
     ("no SLO", SchedulingRequest("r", 1, None, None, True), [cand("a", 100, 1)], None),
