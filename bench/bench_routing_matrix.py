@@ -155,7 +155,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--requests-csv-dir", type=Path, default=None)
     p.add_argument("--jobs", type=int, default=1, help="worker processes (one (cell, seed) each)")
     p.add_argument("--policy-module", action="append", default=[],
-                   help="import a module that registers more policies (e.g. bench.queue_floor)")
+                   help="import a module that registers more policies (e.g. my_pkg.policies)")
     args = p.parse_args(argv)
     args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     args.windows = {}

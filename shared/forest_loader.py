@@ -3,10 +3,9 @@
 Per model the bundle's array form (``forest_file``, written by trainers since issue 22) is decoded, or, for older
 bundles, its ``.ubj`` boosters are compiled (``shared.forest_file``); the quantile booster and its location booster
 are folded into one forest (``shared.forest.fold``). Bit-equal to XGBoost's ``inplace_predict`` on the same bundle
-and 7–10× faster on the few rows of one routing decision (TTFT + TPOT of 4 pods: 1.61 ms → 0.16 ms;
-``bench.bench_replay_evaluator``). The predictor
-serves with it; the simulator's in-process retrainer predicts with it, so a replay evaluates what the predictor
-serves.
+and 7–10× faster on the few rows of one routing decision (TTFT + TPOT of 4 pods: 1.61 ms → 0.16 ms,
+measured when it was introduced; see docs/benchmarks-history.md). The predictor serves with it; the simulator's
+in-process retrainer predicts with it, so a replay evaluates what the predictor serves.
 """
 
 from __future__ import annotations
