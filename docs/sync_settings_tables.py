@@ -1,4 +1,5 @@
-"""Keep README's settings tables equal to the settings classes: ``python docs/sync_settings_tables.py [ENV ...]``.
+"""Keep docs/configuration.md's settings tables equal to the settings classes:
+``python docs/sync_settings_tables.py [ENV ...]``.
 
 Existing rows get their default and description from the settings; a missing row is added at the end of
 its server's table; env names given as arguments are removed. tests/shared/test_readme_config.py checks it.
@@ -55,7 +56,7 @@ def sync(lines: list[str], removed: set[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
-    readme = ROOT / "README.md"
+    readme = ROOT / "docs" / "configuration.md"
     readme.write_text("\n".join(sync(readme.read_text().splitlines(), set(argv))) + "\n")
 
 

@@ -1,5 +1,5 @@
 """Settings both ways: every field of every settings class is read by code outside its declaration, and every
-env var a README documents in a configuration table is a field of a settings class.
+env var a README or docs/configuration.md documents in a configuration table is a field of a settings class.
 
 "Read" is an attribute access ``<anything>.<field>`` in the product's packages (found with ``ast``, so comments,
 strings and keyword arguments that only set a field do not count). The README side (documented with the right
@@ -24,7 +24,7 @@ from shared.trainer_settings import TrainerSettings
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("shared", "trainer", "predictor", "router_client", "sim", "demo", "bench")
 SERVER_SETTINGS: tuple[type[BaseModel], ...] = (CommonSettings, TrainerSettings, PredictorSettings)
-DOCUMENTED_IN = ("README.md", "trainer/README.md", "predictor/README.md")
+DOCUMENTED_IN = ("README.md", "docs/configuration.md", "trainer/README.md", "predictor/README.md")
 """Files whose tables document env vars of our servers (deploy/README.md's tables are the llm-d EPP's env)."""
 ENV_ROW = re.compile(r"^\| `([A-Z][A-Z0-9_]+)` \|", re.MULTILINE)
 
@@ -76,7 +76,7 @@ DOCUMENTED = sorted({(doc, env) for doc in DOCUMENTED_IN for env in ENV_ROW.find
 
 
 def test_the_documented_env_vars_are_found() -> None:
-    assert {doc for doc, _ in DOCUMENTED} >= {"README.md", "predictor/README.md"}
+    assert {doc for doc, _ in DOCUMENTED} >= {"docs/configuration.md", "predictor/README.md"}
     assert len(DOCUMENTED) > 80
 
 
