@@ -63,7 +63,7 @@ test-engine: install bytecode engine
 	$(BIN)/pytest -m engine tests/engine
 
 bench: install
-	$(BIN)/python -m bench.run_all
+	$(BIN)/python -m bench.common.tiers
 
 clean:
 	rm -rf $(VENV) .venv-engine .pytest_cache .mypy_cache .ruff_cache

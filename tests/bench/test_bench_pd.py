@@ -1,4 +1,4 @@
-"""bench.bench_pd on a tiny slice: the load search stops at the first miss, every variant and both aggregated
+"""bench.pd.routing on a tiny slice: the load search stops at the first miss, every variant and both aggregated
 replays run at the chosen load, the targets have their verdicts, the JSON and the PNG are written."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.bench_pd import main
-from bench.bench_pd_report import CPU_PAIRS, VARIANTS, cell_targets
+from bench.pd.report import CPU_PAIRS, VARIANTS, cell_targets
+from bench.pd.routing import main
 
 
 @pytest.mark.timeout(600)

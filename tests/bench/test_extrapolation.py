@@ -1,4 +1,4 @@
-"""bench.bench_extrapolation: the families' true p90 is a p90, and a small run through real servers stays in band."""
+"""bench.trainer.extrapolation: the families' true p90 is a p90, and a small run through real servers stays in band."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.bench_extrapolation import BAND, main
-from bench.extrapolation_families import FAMILIES, MULTIPLES, SLOW, TARGETS, sample
+from bench.trainer.extrapolation import BAND, main
+from bench.trainer.families import FAMILIES, MULTIPLES, SLOW, TARGETS, sample
 
 
 @pytest.mark.parametrize("family", list(FAMILIES.values()), ids=lambda f: f.name)

@@ -1,4 +1,4 @@
-"""``bench.learning_replay``: a committed real-engine trainer log replayed through a fresh trainer, offline."""
+"""``bench.trainer.learning_replay``: a committed real-engine trainer log replayed through a fresh trainer, offline."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.learning_replay import Dispatches, main, records
+from bench.trainer.learning_replay import Dispatches, main, records
 
 LOGS = Path(__file__).resolve().parents[2] / "bench" / "learning-logs"
 

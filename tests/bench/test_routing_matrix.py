@@ -1,4 +1,4 @@
-"""bench.bench_routing_matrix on a tiny subset: the JSON's shape, the verdicts, the table and the plot."""
+"""bench.router.matrix on a tiny subset: the JSON's shape, the verdicts, the table and the plot."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.bench_routing_matrix import main
-from bench.routing_matrix_report import cell_verdict, headroom_share, table
+from bench.router.matrix import main
+from bench.router.matrix_report import cell_verdict, headroom_share, table
 
 POLICIES = ("least-queue", "prefix-affinity", "predicted-latency", "clairvoyant")
 QUANTILES = {"p50", "p90", "p99"}
@@ -66,7 +66,7 @@ def test_headroom_share_and_targets() -> None:
 
 
 def test_the_plot_clips_only_an_outlier_bar() -> None:
-    from bench.routing_matrix_report import clip_top
+    from bench.router.matrix_report import clip_top
 
     assert clip_top([3000, 2900, 5700, 2800]) == pytest.approx(1.3 * 3000)
     assert clip_top([3000, 2900, 4700, 2800]) is None  # 1.57x the second: kept
