@@ -11,7 +11,7 @@ Per cell (preset × trace), on one P:D cluster and the trace slice ``--start`` /
    against the aggregated replay of the same trace at the same GPUs (``load-prefix`` / ``predicted-latency`` on
    P + D pods): target ≤ 2×.
 
-    python -m bench.pd.routing --out bench/pd-bench.json --plot bench/pd-bench.png
+    python -m bench.pd.routing --out bench/results/pd/pd-bench.json --plot bench/results/pd/pd-bench.png
 
 Trace: Azure LLM inference trace 2023 (conv, code), Microsoft Azure, CC-BY 4.0.
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.common.paths import REPO
+from bench.common.paths import RESULTS
 from bench.pd.report import VARIANTS, cell_targets, markdown_cells, plot_cells
 from sim.cluster.config import ClusterConfig, PoolSpec, parse_pd
 from sim.engine.config import EngineConfig
@@ -176,8 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="options of every predicted variant")
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="cells in parallel")
     p.add_argument("--requests-csv-dir", type=Path, default=None, help="per-request CSV of every variant")
-    p.add_argument("--out", type=Path, default=REPO / "bench" / "pd-bench.json")
-    p.add_argument("--plot", type=Path, default=REPO / "bench" / "pd-bench.png")
+    p.add_argument("--out", type=Path, default=RESULTS / "pd" / "pd-bench.json")
+    p.add_argument("--plot", type=Path, default=RESULTS / "pd" / "pd-bench.png")
     return p
 
 

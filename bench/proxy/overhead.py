@@ -15,7 +15,7 @@ a minimal raw-socket HTTP/1.1 client (``Connection: close`` for both paths) so c
 small and identical on both paths. Overhead = p50(proxied) − p50(direct) (also p90), plus the
 proxy's own parse+decide histogram from ``/metrics``, predictor calls per decision, and per process
 (proxy, predictor, sim pods, load generator) the CPU time and the CPU run-queue wait per proxied
-request from Linux schedstat. Writes bench/RESULTS-proxy.md (``--only A|B`` runs a subset, no file).
+request from Linux schedstat. Writes bench/results/proxy/RESULTS-proxy.md (``--only A|B`` runs a subset, no file).
 
 ``--pin P:R`` pins the proxy process (all its threads) to CPU ``P`` and every other process of the
 stack, and this load generator, to CPU ``R`` once the stack is up (Linux ``sched_setaffinity``).
@@ -42,6 +42,7 @@ from typing import Any
 import httpx
 import orjson
 
+from bench.common import paths
 from bench.common.paths import REPO
 
 if str(REPO) not in sys.path:
@@ -50,7 +51,7 @@ if str(REPO) not in sys.path:
 from demo.prom import metric_value  # noqa: E402
 from demo.stack import PoolSpec, Stack, StackSpec  # noqa: E402
 
-RESULTS = REPO / "bench" / "RESULTS-proxy.md"
+RESULTS = paths.RESULTS / "proxy" / "RESULTS-proxy.md"
 THIS_TREE = "this branch"
 KEEP_MARKER = "<!-- written by hand below: kept when the benchmark rewrites the part above -->"
 IDLE_S = 5.0

@@ -1,8 +1,9 @@
 """Scale-out figures for docs/scaling.md: bundle size, long-poll fan-out cost, predictor CPU per call, scrape cost.
 
 Run: ``.venv/bin/python -m bench.scaling.fanout [--only bundle|longpoll|predictor|scrape]``. Each part takes one to
-two minutes on 2 cores, writes ``bench/out/fanout-<part>.json`` and re-renders ``bench/RESULTS-fanout.md`` from the
-parts present (hand-written text below the marker line in that file is kept). ``longpoll`` and ``predictor`` use
+two minutes on 2 cores, writes ``bench/out/fanout-<part>.json`` and re-renders
+``bench/results/scaling/RESULTS-fanout.md`` from the parts present (hand-written text below the marker line in that
+file is kept). ``longpoll`` and ``predictor`` use
 the bundle and data dir that ``bundle`` leaves in ``bench/out/fanout-work/``.
 
 * **bundle**: a bundle as the trainer publishes it today: the in-process ``TrainerService`` (default fit

@@ -15,11 +15,11 @@ import httpx
 import numpy as np
 import orjson
 
-from bench.common.paths import REPO
+from bench.common import paths
+from bench.common.paths import OUT, REPO
 
-OUT = REPO / "bench" / "out"
 WORK = OUT / "fanout-work"
-RESULTS = REPO / "bench" / "RESULTS-fanout.md"
+RESULTS = paths.RESULTS / "scaling" / "RESULTS-fanout.md"
 HAND_MARKER = "<!-- written by hand below: kept when the benchmark rewrites the part above -->"
 PARTS = ("bundle", "longpoll", "predictor", "scrape")
 WAIT_S = 20.0  # PREDICT_LONG_POLL_WAIT_SEC default

@@ -1,5 +1,5 @@
-"""``bench/RESULTS-fanout.md`` rendered from the parts' JSON in ``bench/out/`` (hand-written text below the marker
-line of that file is kept)."""
+"""``bench/results/scaling/RESULTS-fanout.md`` rendered from the parts' JSON in ``bench/out/`` (hand-written text
+below the marker line of that file is kept)."""
 
 from __future__ import annotations
 
@@ -110,8 +110,8 @@ def _predictor(p: dict[str, Any]) -> list[str]:
               f"settings; `wrk -t1 -c{p['conns']} -d{p['seconds']}s` on `POST /predict/bulk/strict` (closed "
               "loop; wrk is a separate C process). Server CPU from `/proc/<pid>/stat` over each run. The same "
               f"runs, interleaved with these ({p['rounds']} rounds, medians), on the **reference bundle** that "
-              "[RESULTS-predictor.md](RESULTS-predictor.md) was measured with (one `reg:quantileerror` booster "
-              "of 200 trees, depth 6, one output, per model).", "",
+              "[RESULTS-predictor.md](../predictor/RESULTS-predictor.md) was measured with (one "
+              "`reg:quantileerror` booster of 200 trees, depth 6, one output, per model).", "",
               "| bundle | evaluator | rows per call | calls/s | p50 ms | p99 ms | server busy (cores) | "
               "**server CPU ms per call** (per round) | **rows per CPU-second** | non-2xx | RSS / peak MB | "
               "load avg (first round) |",
@@ -156,8 +156,9 @@ def _scrape(s: dict[str, Any]) -> list[str]:
 
 def render() -> str:
     lines = ["# Bundle fan-out and scale-out figures (bench/scaling/fanout.py)", "",
-             "Inputs of [docs/scaling.md](../docs/scaling.md). Command: `.venv/bin/python -m bench.scaling.fanout "
-             "--only <part>` (parts: bundle, longpoll, predictor, scrape; one to two minutes each). Machine: "
+             "Inputs of [docs/scaling.md](../../../docs/scaling.md). Command: "
+             "`.venv/bin/python -m bench.scaling.fanout --only <part>` (parts: bundle, longpoll, predictor, scrape; "
+             "one to two minutes each). Machine: "
              f"**{os.cpu_count()} cores** (x86_64, CPython {sys.version.split()[0]}), loopback HTTP, shared with other "
              "engineers' jobs: the 1-minute / 5-min / 15-min load average is recorded next to every figure.", ""]
     for name, section in (("bundle", _bundle), ("longpoll", _longpoll), ("predictor", _predictor),

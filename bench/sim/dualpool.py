@@ -4,8 +4,10 @@ that explain it (KV use, sensitivity of the configuration choices, threshold tun
     python -m bench.sim.dualpool                       # all parts, markdown on stdout
     python -m bench.sim.dualpool --only compare,kv     # some parts
 
-Writes ``bench/out/dualpool.json`` and the plot ``docs/dualpool_compare.png``. The detail file is
-``bench/RESULTS-dualpool.md``. Trace: Azure LLM inference trace 2023 (conv), Microsoft Azure, CC-BY 4.0.
+Writes ``bench/results/sim/dualpool.json`` (``--out``; parts not run are kept from the file) and the plot
+``bench/results/sim/dualpool_compare.png`` (``--plot``; the copy BENCHMARKS.md embeds is
+``docs/dualpool_compare.png``). The detail file is ``bench/results/sim/RESULTS-dualpool.md``.
+Trace: Azure LLM inference trace 2023 (conv), Microsoft Azure, CC-BY 4.0.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from bench.common.paths import REPO
+from bench.common.paths import OUT, REPO, RESULTS
 from sim.capacity.rows import Settings, elastic_replay, search_row, workload_of
 from sim.capacity.space import SearchSpace, Threshold, file_space, preset_space
 from sim.cluster.autoscale import AutoscaleConfig
@@ -27,8 +30,8 @@ from sim.engine.config import EngineConfig
 from sim.paths import default_trace
 from sim.replay.runner import run_policy
 
-OUT = REPO / "bench" / "out"
-PLOT = REPO / "docs" / "dualpool_compare.png"
+DEFAULT_OUT = RESULTS / "sim" / "dualpool.json"
+DEFAULT_PLOT = RESULTS / "sim" / "dualpool_compare.png"
 PRESET = "llama3-70b-a100-tp4"
 LONG = 32768
 PARTS = ("compare", "kv", "sensitivity", "tuning", "elastic")
@@ -42,12 +45,12 @@ def _quiet(_: str) -> None:
     return None
 
 
-def compare() -> dict[str, Any]:
+def compare(plot: Path) -> dict[str, Any]:
     """The pinned command, timed as a subprocess (what a user runs)."""
     out = OUT / "capacity_compare.json"
     before = _load()
     t0, c0 = time.perf_counter(), os.times()
-    subprocess.run([sys.executable, "-m", "sim.capacity", "--compare", "--out", str(out), "--plot", str(PLOT),
+    subprocess.run([sys.executable, "-m", "sim.capacity", "--compare", "--out", str(out), "--plot", str(plot),
                     "--quiet"], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
     c1 = os.times()
     doc = json.loads(out.read_text())
@@ -158,14 +161,17 @@ def elastic(rows: list[dict[str, Any]], settings: Settings) -> list[dict[str, An
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--only", default=",".join(PARTS))
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="result JSON (default: %(default)s)")
+    ap.add_argument("--plot", type=Path, default=DEFAULT_PLOT, help="compare part's plot (default: %(default)s)")
     args = ap.parse_args()
     parts = [p for p in args.only.split(",") if p]
-    OUT.mkdir(parents=True, exist_ok=True)
+    for directory in (OUT, args.out.parent, args.plot.parent):
+        directory.mkdir(parents=True, exist_ok=True)
     settings = Settings(default_trace())
-    path = OUT / "dualpool.json"
+    path = args.out
     doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     if "compare" in parts:
-        doc["compare"] = compare()
+        doc["compare"] = compare(args.plot)
     rows = doc["compare"]["rows"]
     steps = {"kv": lambda: kv(rows, settings), "sensitivity": lambda: sensitivity(settings),
              "tuning": lambda: tuning(rows, settings), "elastic": lambda: elastic(rows, settings)}

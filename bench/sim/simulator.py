@@ -1,7 +1,7 @@
 """Simulator benchmark: calibration table and full-trace replay speed / policy comparison.
 
     python -m bench.sim.simulator                      # print markdown
-    python -m bench.sim.simulator --write bench/RESULTS-sim.md
+    python -m bench.sim.simulator --write bench/results/sim/RESULTS-sim.md
 
 Trace: Azure LLM inference trace 2023 (conv), Microsoft Azure, CC-BY 4.0.
 """

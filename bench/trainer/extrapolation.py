@@ -7,7 +7,7 @@ figure per family × target × multiple is the median of the per-row ratio serve
 percentile); a multiple ≥ 2 passes when that median is within ``BAND``. ``--against REV`` runs the same rows through
 another revision's servers (a detached ``git worktree``, removed afterwards) in the same run.
 
-    python -m bench.trainer.extrapolation --against a28d46d --out bench/extrapolation.json
+    python -m bench.trainer.extrapolation --against a28d46d --out bench/results/trainer/extrapolation.json
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from bench.common.paths import REPO
+from bench.common.paths import REPO, RESULTS
 from bench.trainer.families import FAMILIES, MULTIPLES, TARGETS, Family, Sample, probe_sample, train_sample
 from bench.trainer.servers import Pair, PairSettings, Tree
 
 BAND = (0.7, 1.4)
-DEFAULT_OUT = REPO / "bench" / "extrapolation.json"
+DEFAULT_OUT = RESULTS / "trainer" / "extrapolation.json"
 CHECKOUT = "checkout"
 """The tree name of this working tree (HEAD plus whatever is not committed: ``git.modified`` in the result)."""
 
@@ -212,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     config = Config(families, args.train_rows, args.test_rows, args.seed,
                     PairSettings(retrain_interval_s=args.retrain_interval))
     result = run(config, args.against)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(markdown(result))
     return result

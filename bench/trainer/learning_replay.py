@@ -3,10 +3,10 @@
 ``python -m bench.trainer.learning_replay (--suite DIR | --log DIR [--requests CSV] ...) [--seed-dir SEED]
 [--set KEY=VALUE ...] --out F.json``
 
-``--suite bench/learning-logs`` replays the 14 logs committed there (the trainers of the real-engine routing runs,
-conv and code, six policies and the predicted-latency run with the deployed-shape seed; each with its per-request
-CSV), with ``--seed-dir`` the seed of ``sim.prior_seed --profile demo/profiles/tiny-llama.json`` (the profile's
-physical base; without it the default base).
+``--suite bench/results/real_engine/learning-logs`` replays the 14 logs committed there (the trainers of the
+real-engine routing runs, conv and code, six policies and the predicted-latency run with the deployed-shape seed;
+each with its per-request CSV), with ``--seed-dir`` the seed of ``sim.prior_seed --profile
+demo/profiles/tiny-llama.json`` (the profile's physical base; without it the default base).
 
 Each ``--log`` is a trainer's ``log/`` directory (e.g. a ``bench.real_engine`` work directory's
 ``POLICY/trainer-engine/log``). Its records are fed, in their stored order and with their stored wall times, into a

@@ -22,7 +22,7 @@ import numpy as np
 import orjson
 
 from bench.common import synthetic
-from bench.common.paths import REPO
+from bench.common.paths import OUT, REPO
 from bench.common.procstat import cpu_s, free_port, rss_mb
 from bench.common.prodenv import production_python
 from shared.features import MODEL_NAMES, TARGET_OF
@@ -318,7 +318,7 @@ def bench_cadence(tmp: Path, rows_per_s: float, seconds: float) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="shorter runs (smoke)")
-    parser.add_argument("--out", default=str(REPO / "bench" / "out" / "trainer.md"))
+    parser.add_argument("--out", default=str(OUT / "trainer.md"))
     parser.add_argument("--only", choices=("ingest", "replay", "retrain", "accuracy", "rss", "cadence"),
                         action="append", help="run only these parts (repeatable; default all)")
     args = parser.parse_args()

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common.paths import RESULTS
 from bench.trainer.learning_replay import Dispatches, main, records
 
-LOGS = Path(__file__).resolve().parents[2] / "bench" / "learning-logs"
+LOGS = RESULTS / "real_engine" / "learning-logs"
 
 
 def test_every_stored_row_finds_its_dispatch_in_the_runs_request_csv() -> None:
