@@ -19,7 +19,6 @@ Trace: Azure LLM inference trace 2023 (conv, code), Microsoft Azure, CC-BY 4.0.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import os
 import sys
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.common import results
 from bench.common.paths import RESULTS
 from bench.pd.report import VARIANTS, cell_targets, markdown_cells, plot_cells
 from sim.cluster.config import ClusterConfig, PoolSpec, parse_pd
@@ -192,11 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.requests_csv_dir is not None:
         args.requests_csv_dir.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    cells = run_cells(default_cells(args), args.jobs, args.requests_csv_dir)
-    doc = {"cells": cells, "wall_s": round(time.perf_counter() - t0, 1), "load_after": os.getloadavg()[0],
-           "argv": sys.argv[1:] if argv is None else list(argv)}
-    args.out.write_text(json.dumps(doc, indent=2))
+    with results.run("pd-routing") as recording:
+        cells = run_cells(default_cells(args), args.jobs, args.requests_csv_dir)
+        setup = {name: value for name, value in vars(args).items() if name not in ("out", "plot")}
+        recording.write(args.out, {**setup, "argv": sys.argv[1:] if argv is None else list(argv)},
+                        {"cells": cells}, indent=2)
+    args.plot.parent.mkdir(parents=True, exist_ok=True)
     plot_cells(args.plot, cells)
     print(markdown_cells(cells))
     return 0

@@ -14,7 +14,6 @@ figure). The trees' bundles differ as their fits do (this is what a router sees)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -25,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from bench.common import results
 from bench.common.paths import REPO
 from bench.common.procstat import free_port
 from bench.common.prodenv import production_python
@@ -89,27 +89,28 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--duration", type=float, default=3.0)
     p.add_argument("--out", type=Path, default=None, help="also write the figures as JSON")
     args = p.parse_args(argv)
+    recording = results.Run("predictor-against")
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-pred-against-") as tmp:
         trees = {"checkout": REPO, args.against: worktree(args.against, Path(tmp))}
         try:
-            results = measure(trees, args.rounds, args.duration, Path(tmp))
+            measured = measure(trees, args.rounds, args.duration, Path(tmp))
         finally:
             remove(trees[args.against])
-    ratios = [a["p50"] / b["p50"] for a, b in zip(results["checkout"], results[args.against], strict=True)]
+    ratios = [a["p50"] / b["p50"] for a, b in zip(measured["checkout"], measured[args.against], strict=True)]
     print(f"predictor strict-100 p50, checkout vs {args.against}, each serving its own trainer's bundle; "
           f"{args.rounds} alternating rounds x {args.duration:g} s, wrk c1 (machine: 2 cores, load {load:.1f} -> "
           f"{os.getloadavg()[0]:.1f})")
     print("| tree | p50 ms (median; min-max) | p99 ms (median) |\n|---|--:|--:|")
-    for name, res in results.items():
+    for name, res in measured.items():
         p50 = [r["p50"] for r in res]
         print(f"| {name} | {statistics.median(p50):.3f} ({min(p50):.3f}-{max(p50):.3f}) | "
               f"{statistics.median(r['p99'] for r in res):.3f} |")
     print(f"\np50 ratio checkout / {args.against} per round: {', '.join(f'{r:.2f}' for r in ratios)}; median "
           f"{statistics.median(ratios):.3f}")
     if args.out is not None:
-        args.out.write_text(json.dumps({"against": args.against, "rounds": results, "ratios": ratios,
-                                        "load_before": load, "load_after": os.getloadavg()[0]}, indent=2))
+        recording.write(args.out, {"against": args.against, "rounds": args.rounds, "duration_s": args.duration},
+                        {"rounds": measured, "ratios": ratios}, indent=2)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ training pool), for design research that must never look at the test set.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import xgboost as xgb
 
+from bench.common import results
 from bench.quality.adapters import V1, Model, Proposed, Trainer
 from bench.quality.additive import Additive
 from bench.quality.family import Family
@@ -74,7 +74,7 @@ def _csv(text: str) -> list[str]:
 
 def merged(df: pd.DataFrame, previous: Path) -> pd.DataFrame:
     """This run's records plus an earlier run's records of models not run now (same families and rows)."""
-    old = pd.DataFrame(json.loads(previous.read_text())["records"])
+    old = pd.DataFrame(results.figures(results.read(previous))["records"])
     old = old[~old["model"].isin(df["model"].unique()) & old["family"].isin(df["family"].unique())
               & old["rows"].isin(df["rows"].unique())]
     return with_best_ratio(pd.concat([old, df.drop(columns="pinball_vs_best")], ignore_index=True))
@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         grid = replace(grid, train_seed=1, test_seed=1)
     families = [FAMILIES[n](args.validation) for n in names]
     models = [MODELS[m]() for m in _csv(args.models)]
+    recording = results.Run("quality-suite")
     started = time.perf_counter()
     df = run(families, models, grid, log=lambda s: print(s, file=sys.stderr, flush=True))
     if args.previous:
@@ -112,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
                "validation": args.validation}
     print(markdown(df, machine))
     if args.out:
-        args.out.write_text(json.dumps({"machine": machine, "records": df.to_dict(orient="records")}, indent=1))
+        settings = {"families": [f.name for f in families], "models": _csv(args.models), "rows": grid.rows,
+                    "test_rows": grid.test_rows, "quick": args.quick, "validation": args.validation,
+                    "with": args.previous}
+        recording.write(args.out, settings, {"records": df.to_dict(orient="records")})
     return 0
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.common import results
 from sim.cluster.config import ClusterConfig, PodGroupSpec, PoolSpec
 from sim.cluster.registry import default_registry
 from sim.cluster.simulation import ReplayItem, RequestRecord
@@ -110,7 +111,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
     only = set(args.only.split(","))
-    report: dict[str, Any] = {"machine": "2 cores", "runs": {}}
+    recording = results.Run("router-drift")
+    report: dict[str, Any] = {"runs": {}}
     for seed in (int(s) for s in args.seeds.split(",")):
         trace = load_trace(default_trace(), args.rate_scale, None, None, 0.0)
         items = build_items(trace, seed, slo_ttft_ms=args.slo_ttft_ms)
@@ -133,7 +135,7 @@ def main() -> None:
                                                for k, v in runs.items()}
     print(json.dumps(report["runs"], indent=1, default=float))
     if args.out:
-        args.out.write_text(json.dumps(report, indent=2, default=float))
+        recording.write(args.out, {k: v for k, v in vars(args).items() if k != "out"}, report, indent=2)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,6 @@ The JSON is rewritten after every finished job, so an interrupted run keeps what
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -31,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common.paths import REPO
+from bench.common import results
 from bench.router.matrix_report import cell_verdict, plot, table
 from sim.cluster.config import ClusterConfig, PoolSpec
 from sim.cluster.registry import default_registry
@@ -121,23 +117,13 @@ def run_job(job: Job) -> tuple[str, int, dict[str, Any]]:
     return cell.key, job.seed, out
 
 
-def _git(*args: str) -> str:
-    try:
-        return subprocess.run(["git", *args], capture_output=True, text=True, check=True,
-                              cwd=REPO).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return ""
-
-
 def settings(args: argparse.Namespace, cells: Sequence[Cell], policies: Sequence[str]) -> dict[str, Any]:
-    dirty = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
     return {
         "cells": [c.key for c in cells], "policies": list(policies), "seeds": args.seeds, "pods": args.pods,
         "preset": PRESET, "slo_ttft_ms": SLO_TTFT_MS, "duration_s": args.duration, "limit": args.limit,
         "windows": {t: {"start_s": w[0], "duration_s": w[1]} for t, w in args.windows.items()},
         "max_tokens_policy": "fixed:1024", "output_length": "hidden", "heuristics": list(HEURISTICS),
-        "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg": os.getloadavg()},
+        "jobs": args.jobs, "policy_modules": list(args.policy_module),
     }
 
 
@@ -183,16 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     windows = {c.trace: args.windows.get(c.trace, (0.0, args.duration)) for c in cells}
     jobs = [Job(c, s, policies, args.pods, windows[c.trace][0], windows[c.trace][1], args.limit,
                 args.requests_csv_dir) for c in cells for s in args.seeds]
-    t0 = time.perf_counter()
-    doc: dict[str, Any] = {"settings": settings(args, cells, policies), "cells": {}}
+    recording = results.Run("routing-matrix")
+    setup = settings(args, cells, policies)
+    found: dict[str, Any] = {}
     for cell in cells:
-        doc["cells"][cell.key] = {"trace": cell.trace, "rate_scale": cell.rate_scale,
-                                  "slo_ttft_ms": SLO_TTFT_MS[cell.trace], "seeds": {}}
+        found[cell.key] = {"trace": cell.trace, "rate_scale": cell.rate_scale, "slo_ttft_ms": SLO_TTFT_MS[cell.trace],
+                           "seeds": {}}
 
     def record(key: str, seed: int, result: dict[str, Any]) -> None:
-        doc["cells"][key]["seeds"][str(seed)] = result
-        doc["wall_s"] = round(time.perf_counter() - t0, 1)
-        args.out.write_text(json.dumps(doc, indent=2))
+        found[key]["seeds"][str(seed)] = result
+        recording.write(args.out, setup, {"cells": found}, indent=2)
 
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
@@ -201,11 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for job in jobs:
             record(*run_job(job))
-    doc["cells"] = {k: c for k, c in doc["cells"].items() if c["seeds"]}
-    args.out.write_text(json.dumps(doc, indent=2))
-    print(table(doc))
+    doc = recording.write(args.out, setup, {"cells": {k: c for k, c in found.items() if c["seeds"]}}, indent=2)
+    print(table(results.flat(doc)))
     if args.plot is not None:
-        plot(args.plot, doc)
+        plot(args.plot, results.flat(doc))
     return 0
 
 

@@ -5,12 +5,15 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from bench.common.results import flat
 
 HEURISTICS = ("round-robin", "least-queue", "load-prefix", "prefix-affinity", "least-kv")
 PL, CV, LQ = "predicted-latency", "clairvoyant", "least-queue"
@@ -183,8 +186,10 @@ def plot(path: Path, doc: Mapping[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    for name in argv if argv is not None else sys.argv[1:]:
-        print(table(json.loads(Path(name).read_text())))
+    p = argparse.ArgumentParser(prog="bench.router.matrix_report", description=(__doc__ or "").splitlines()[0])
+    p.add_argument("results", type=Path, nargs="+", metavar="F.json", help="a bench.router.matrix result file")
+    for name in p.parse_args(argv).results:
+        print(table(flat(json.loads(name.read_text()))))
     return 0
 
 

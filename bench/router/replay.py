@@ -13,13 +13,13 @@ summaries as JSON with ``--out``.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.common import results
 from sim.cluster.config import ClusterConfig, PoolSpec
 from sim.cluster.registry import default_registry
 from sim.engine.config import EngineConfig
@@ -81,6 +81,7 @@ def main() -> None:
             ("split", split, "round-robin"), ("split", split, "least-queue"), ("split", split, "load-prefix"),
             ("split", split, "dual-pool")]
     out: dict[str, Any] = {}
+    recording = results.Run("router-replay")
     t0 = time.perf_counter()
     only = set(args.only.split(",")) if args.only else None
     for cluster_name, cfg, policy in runs:
@@ -105,7 +106,7 @@ def main() -> None:
     for key, summary in out.items():
         print(f"- {key}: " + ", ".join(f"{k} {v:.3f}" for k, v in summary["per_pod_share"].items()))
     if args.out:
-        args.out.write_text(json.dumps(out, indent=2))
+        recording.write(args.out, {k: v for k, v in vars(args).items() if k != "out"}, out, indent=2)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.common import results
 from bench.common.paths import OUT, REPO, RESULTS
 from sim.capacity.rows import Settings, elastic_replay, search_row, workload_of
 from sim.capacity.space import SearchSpace, Threshold, file_space, preset_space
@@ -169,7 +170,10 @@ def main() -> int:
         directory.mkdir(parents=True, exist_ok=True)
     settings = Settings(default_trace())
     path = args.out
-    doc: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    recording = results.Run("dualpool")
+    doc: dict[str, Any] = dict(results.figures(results.read(path))) if path.exists() else {}
+    setup = {"parts": parts, "kept_from_file": sorted(set(doc) - set(parts)), "preset": PRESET, "long_context": LONG,
+             "trace": str(settings.trace), "plot": args.plot}
     if "compare" in parts:
         doc["compare"] = compare(args.plot)
     rows = doc["compare"]["rows"]
@@ -180,7 +184,7 @@ def main() -> int:
             t0 = time.perf_counter()
             doc[part] = {"load_before": _load(), "results": steps[part]()}
             doc[part]["wall_s"] = round(time.perf_counter() - t0, 1)
-        path.write_text(json.dumps(doc, indent=2))
+        recording.write(path, setup, doc, indent=2)
     print(json.dumps({k: v for k, v in doc.items() if k != "compare"}, indent=1))
     return 0
 

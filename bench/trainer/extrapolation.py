@@ -13,12 +13,9 @@ another revision's servers (a detached ``git worktree``, removed afterwards) in 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import subprocess
 import tempfile
-import time
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from bench.common import results as results_file
 from bench.common.paths import REPO, RESULTS
 from bench.trainer.families import FAMILIES, MULTIPLES, TARGETS, Family, Sample, probe_sample, train_sample
 from bench.trainer.servers import Pair, PairSettings, Tree
@@ -35,7 +33,7 @@ from bench.trainer.servers import Pair, PairSettings, Tree
 BAND = (0.7, 1.4)
 DEFAULT_OUT = RESULTS / "trainer" / "extrapolation.json"
 CHECKOUT = "checkout"
-"""The tree name of this working tree (HEAD plus whatever is not committed: ``git.modified`` in the result)."""
+"""The tree name of this working tree (HEAD plus whatever is not committed: ``figures.git.modified``)."""
 
 
 @dataclass(frozen=True)
@@ -123,28 +121,20 @@ def trees(revs: Sequence[str], into: Path) -> Iterator[list[Tree]]:
             _git("worktree", "remove", "--force", str(path))
 
 
-def run(config: Config, revs: Sequence[str]) -> dict[str, Any]:
-    started, load_before, git = time.monotonic(), os.getloadavg(), git_state()
+def run(config: Config, revs: Sequence[str], out: Path) -> dict[str, Any]:
+    """Measure every family on every tree; write the result envelope to ``out`` and return it."""
     results: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-extrapolation-") as tmp, trees(revs, Path(tmp)) as measured:
+    modified = [line[3:] for line in _git("status", "--porcelain").splitlines()]
+    with (results_file.run("extrapolation") as recording,
+          tempfile.TemporaryDirectory(prefix="bench-extrapolation-") as tmp, trees(revs, Path(tmp)) as measured):
         for name in config.families:
             family = FAMILIES[name]
             data = make_data(family, config)
             for i, tree in enumerate(measured):
                 results += measure(tree, family, data, config, Path(tmp) / f"{name}-{i}")
-    return {"benchmark": "extrapolation", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "settings": settings(config),
-            "machine": machine(), "git": {**git, "head_at_end": _git("rev-parse", "HEAD")},
-            "trees": [{"name": t.name, "commit": t.commit} for t in measured],
-            "load_avg_before": [round(v, 2) for v in load_before],
-            "load_avg_after": [round(v, 2) for v in os.getloadavg()],
-            "wall_s": round(time.monotonic() - started, 1), "results": results}
-
-
-def git_state() -> dict[str, Any]:
-    """HEAD and the files of the working tree that differ from it (the ``checkout`` tree measured them), at the
-    start of the run (others may commit or edit while it runs: ``head_at_end``)."""
-    modified = [line[3:] for line in _git("status", "--porcelain").splitlines()]
-    return {"commit": _git("rev-parse", "HEAD"), "dirty": bool(modified), "modified": modified}
+        figures = {"trees": [{"name": t.name, "commit": t.commit} for t in measured],
+                   "git": {"modified": modified, "head_at_end": _git("rev-parse", "HEAD")}, "results": results}
+        return recording.write(out, settings(config), figures)
 
 
 def settings(config: Config) -> dict[str, Any]:
@@ -154,24 +144,15 @@ def settings(config: Config) -> dict[str, Any]:
             "caps": {t: target.cap for t, target in TARGETS.items()}, "pair": asdict(config.pair)}
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    return {"cores": os.cpu_count(), "cpu": cpu, "python": platform.python_version()}
-
-
 def _cell(figure: dict[str, Any]) -> str:
     miss = " ✗" if figure["in_band"] is False else ""
     return f"{figure['median']:.2f} ({figure['p10']:.2f}–{figure['p90']:.2f}){miss}"
 
 
 def _trees(result: dict[str, Any]) -> str:
-    edits = " + uncommitted edits" if result["git"]["dirty"] else ""
+    edits = " + uncommitted edits" if result["figures"]["git"]["modified"] else ""
     return ", ".join(f"{t['name']} = {t['commit'][:7]}{edits if t['name'] == CHECKOUT else ''}"
-                     for t in result["trees"])
+                     for t in result["figures"]["trees"])
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -181,7 +162,7 @@ def markdown(result: dict[str, Any]) -> str:
              f"{result['load_avg_after'][0]:.1f}, {result['wall_s']:.0f} s. Trees: {_trees(result)}.", "",
              f"| tree | family | target | {head} | ≥ 2× in band |", "|---|---|---|" + "--:|" * len(MULTIPLES) + "---|"]
     wanted = result["settings"]["train_rows_per_target"]
-    for r in result["results"]:
+    for r in result["figures"]["results"]:
         cells = " | ".join(_cell(r["multiples"][str(k)]) for k in MULTIPLES)
         rows = r["served"]["rows"]
         trained = "" if rows >= wanted else " (the prior: not trained)" if not rows else f" (trained on {rows} rows)"
@@ -211,9 +192,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise SystemExit(f"unknown families {sorted(unknown)}; known: {', '.join(FAMILIES)}")
     config = Config(families, args.train_rows, args.test_rows, args.seed,
                     PairSettings(retrain_interval_s=args.retrain_interval))
-    result = run(config, args.against)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    result = run(config, args.against, args.out)
     print(markdown(result))
     return result
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from bench.common import results
 from demo.binomial import at_least
 from shared.features import MODEL_NAMES, TARGET_OF
 from shared.model import LoadedBundle
@@ -259,7 +260,8 @@ def main(argv: list[str] | None = None) -> None:
     overrides = {"retraining_interval_sec": 2.0, **_parse_set(args.set)}
     if args.seed_dir is not None:
         overrides["seed_dir"] = str(args.seed_dir)
-    result: dict[str, Any] = {"settings": {k: v for k, v in overrides.items()}, "logs": {}}
+    recording = results.Run("learning-replay")
+    result: dict[str, Any] = {"logs": {}}
     if args.suite is not None:
         args.log = sorted(d for d in args.suite.iterdir() if d.is_dir())
         args.requests = [d.parent / f"{d.name}-requests.csv" for d in args.log]
@@ -283,8 +285,9 @@ def main(argv: list[str] | None = None) -> None:
     result["totals"] = totals(result["logs"], args.after_s, float(overrides.get("quantile_alpha", 0.9)))
     for key, t in result["totals"].items():
         print(f"{key}: " + ", ".join(f"{k} {v}" for k, v in t.items()), file=sys.stderr)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    settings = {"trainer": dict(overrides), "logs": [str(d) for d in args.log], "after_s": args.after_s,
+                "window_s": args.window_s}
+    recording.write(args.out, settings, result, indent=2)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ def test_bench_pd_shape(tmp_path: Path) -> None:
                  "--jobs", "1", "--policy-opt", "min_samples=20", "--policy-opt", "retrain_interval_s=5",
                  "--policy-opt", "rounds=10", "--requests-csv-dir", str(csvs), "--out", str(out), "--plot", str(png)])
     assert code == 0 and png.stat().st_size > 10_000
-    (cell,) = json.loads(out.read_text())["cells"]
+    (cell,) = json.loads(out.read_text())["figures"]["cells"]
     assert [s["rate_scale"] for s in cell["load_search"]] == [1.0, 2.0, 400.0]
     assert [s["ok"] for s in cell["load_search"]] == [True, True, False], "x400 saturates two decode pods"
     assert cell["rate_scale"] == 2.0 and cell["pd"] == "4:2" and cell["slo_ttft_ms"] == 1000.0

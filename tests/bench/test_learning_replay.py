@@ -27,7 +27,9 @@ def test_a_replay_scores_every_row_and_publishes(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     main(["--log", str(LOGS / "code-round-robin"), "--requests", str(LOGS / "code-round-robin-requests.csv"),
           "--set", "train_threads=1", "--out", str(out)])
-    result = json.loads(out.read_text())
+    doc = json.loads(out.read_text())
+    assert doc["benchmark"] == "learning-replay" and doc["settings"]["trainer"]["train_threads"] == 1
+    result = doc["figures"]
     (log,) = result["logs"].values()
     assert log["ttft"]["all"]["rows"] == log["tpot"]["all"]["rows"] == 30
     assert 0.0 <= log["ttft"]["all"]["coverage"] <= 1.0 and log["ttft"]["all"]["pinball"] > 0

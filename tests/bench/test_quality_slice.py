@@ -99,7 +99,7 @@ def test_sim_family_keeps_test_runs_apart(tmp_path):
 def test_cli_quick_run_writes_records(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert suite.main(["--quick", "--families", "threshold", "--models", "proposed", "--out", str(out)]) == 0
-    records = json.loads(out.read_text())["records"]
+    records = json.loads(out.read_text())["figures"]["records"]
     assert {(r["target"], r["quantile"]) for r in records} == {(t, q) for t in ("ttft", "tpot") for q in QUANTILES}
     assert "### threshold" in capsys.readouterr().out
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.common.results import KEYS, flat
 from bench.router.matrix import main
 from bench.router.matrix_report import cell_verdict, headroom_share, table
 
@@ -20,9 +21,11 @@ def test_a_small_matrix_writes_every_cell_policy_and_verdict(tmp_path: Path) -> 
     assert main(["--cells", "conv:8,code:4", "--policies", ",".join(POLICIES), "--limit", "150",
                  "--window", "code=600:900", "--out", str(out), "--plot", str(png),
                  "--requests-csv-dir", str(csv_dir)]) == 0
-    doc = json.loads(out.read_text())
+    envelope = json.loads(out.read_text())
+    assert set(envelope) == set(KEYS) and envelope["benchmark"] == "routing-matrix" and envelope["commit"]
+    doc = flat(envelope)
     assert doc["settings"]["cells"] == ["conv@8x", "code@4x"] and doc["settings"]["seeds"] == [0]
-    assert doc["settings"]["policies"] == list(POLICIES) and doc["settings"]["commit"]
+    assert doc["settings"]["policies"] == list(POLICIES)
     assert set(doc["cells"]) == {"conv@8x", "code@4x"}
     assert doc["settings"]["windows"] == {"code": {"start_s": 600.0, "duration_s": 900.0}}
     assert doc["cells"]["code@4x"]["slo_ttft_ms"] == 1000.0 and doc["cells"]["conv@8x"]["slo_ttft_ms"] == 500.0
