@@ -112,7 +112,7 @@ def build_app(bundle_dir: Path) -> FastAPI:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(prog="bench.predictor.baseline", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--bundle-dir", required=True)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()

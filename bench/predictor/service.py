@@ -1,6 +1,6 @@
 """Prediction-server benchmark: our predictor vs a naive pydantic/DMatrix baseline, same run, loopback.
 
-    .venv/bin/python -m bench.predictor.service [--duration 5] [--quick]
+    .venv/bin/python -m bench.predictor.service [--duration 3] [--rounds 3] [--trials 5]
 
 Model: TTFT + TPOT, 200 trees depth 6 each. Every variant is a real server subprocess (one
 process each, all started up front; an idle one uses no CPU) and load comes from ``wrk`` (C,
@@ -232,7 +232,7 @@ def micro(root: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(prog="bench.predictor.service", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--trials", type=int, default=5)

@@ -1,6 +1,6 @@
 """Proxy overhead per request: time to first byte through the router proxy minus direct to the pod.
 
-    .venv/bin/python -m bench.proxy.overhead [--concurrency 50] [--duration 40] [--time-scale 1.0]
+    .venv/bin/python -m bench.proxy.overhead [--concurrency 50] [--duration 60] [--time-scale 1.0]
         [--pin 1:0] [--baseline DIR]
 
 Setup (all child processes on 127.0.0.1): one sim process with 2 pods, a trainer + predictor,

@@ -1,13 +1,14 @@
 """Simulator benchmark, second part: provisioning rules (70B TP 4), a mixed A100/H100 pool, and a
 mid-run slowdown scenario. Included in ``python -m bench.sim.simulator``; alone:
 
-    python -m bench.sim.scenarios
+    python -m bench.sim.scenarios [--rate-scale 9.5] [--limit 6000]
 
 Trace: Azure LLM inference trace 2023 (conv), Microsoft Azure, CC-BY 4.0.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -113,5 +114,13 @@ def markdown(rate: float = 9.5, limit: int = 6000) -> str:
     return "\n".join(parts)
 
 
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="bench.sim.scenarios", description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--rate-scale", type=float, default=9.5, help="of the mixed-pool and slowdown replays")
+    p.add_argument("--limit", type=int, default=6000, help="first N requests of those replays")
+    args = p.parse_args(argv)
+    print(markdown(args.rate_scale, args.limit))
+
+
 if __name__ == "__main__":
-    print(markdown())
+    main()

@@ -316,7 +316,7 @@ def bench_cadence(tmp: Path, rows_per_s: float, seconds: float) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(prog="bench.trainer.service", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs (smoke)")
     parser.add_argument("--out", default=str(OUT / "trainer.md"))
     parser.add_argument("--only", choices=("ingest", "replay", "retrain", "accuracy", "rss", "cadence"),
