@@ -20,7 +20,7 @@ RUN /opt/venv/bin/pip install --no-compile . && /opt/venv/bin/python -m compilea
 FROM python:3.11.11-slim-bookworm
 # MALLOC_ARENA_MAX=2: glibc gives every thread that allocates its own arena (up to 8 per core); the servers' thread
 # pools then keep freed memory in many arenas. Measured on the trainer at the 100k-row window under 10,000
-# samples/s: peak RSS 362 MB with the default, 282 MB with 2 (bench/RESULTS-trainer.md).
+# samples/s: peak RSS 362 MB with the default, 282 MB with 2 (bench/results/trainer/RESULTS-trainer.md).
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

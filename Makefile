@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install bytecode browser test lint typecheck pytest demo bench clean engine demo-engine test-engine
+.PHONY: install bytecode browser test lint typecheck pytest demo bench bench-full bench-engine clean engine demo-engine test-engine
 
 install: $(STAMP) browser
 
@@ -62,8 +62,17 @@ demo-engine: install bytecode engine
 test-engine: install bytecode engine
 	$(BIN)/pytest -m engine tests/engine
 
+# Benchmark tiers (bench/common/tiers.py; bench/README.md lists every benchmark and its tier). Results go to
+# bench/results/<area>/. quick: ~13 min on 2 cores; full: every other offline benchmark (~1.5 h); engine: on real
+# vLLM engines (make engine), under flock /tmp/engine.lock.
 bench: install
-	$(BIN)/python -m bench.run_all
+	$(BIN)/python -m bench.common.tiers quick
+
+bench-full: install
+	$(BIN)/python -m bench.common.tiers full
+
+bench-engine: install bytecode engine
+	$(BIN)/python -m bench.common.tiers engine
 
 clean:
 	rm -rf $(VENV) .venv-engine .pytest_cache .mypy_cache .ruff_cache

@@ -73,7 +73,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="with --engines: start from the built-in GPU prior instead")
     args = p.parse_args(argv)
     if args.prior_profile is not None and not args.prior_profile.is_file():
-        p.error(f"--prior-profile {args.prior_profile}: no such file (a profile from python -m bench.engine_profile)")
+        p.error(f"--prior-profile {args.prior_profile}: no such file "
+                "(a profile from python -m bench.fidelity.engine_profile)")
     if args.engines:
         for name, value in ENGINE_DEFAULTS.items():
             if getattr(args, name) == p.get_default(name):

@@ -1,8 +1,8 @@
 """The real-engine demo's and benchmark's trainer prior: a physical base learnt on the engine's measured profile.
 
 The built-in prior is the default physical base (a GPU roofline of an ~8B model, ``shared.base``). Given a measured
-profile of the engine (``python -m bench.engine_profile``), :func:`seed_env` replays the traces on simulated pods
-of that profile (:mod:`sim.prior_seed`), fits the trainer's base on the samples, writes the seed bundle into
+profile of the engine (``python -m bench.fidelity.engine_profile``), :func:`seed_env` replays the traces on simulated
+pods of that profile (:mod:`sim.prior_seed`), fits the trainer's base on the samples, writes the seed bundle into
 ``out`` and returns the trainer environment that imports it (``LATENCY_SEED_DIR``). The trainer refits the base's
 level from the engine's first five rows, so a machine slower than the profile's needs no factor of its own.
 """

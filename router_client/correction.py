@@ -30,7 +30,7 @@ ratios ``r = actual / raw prediction`` and multiplies later predictions for that
   the median factor of its pool (``peers``). The pool's model, retrained and calibrated every cycle, owns
   what all pods share (a load burst, a level shift of the whole pool); the correction only corrects what
   sets one pod apart — a common-mode error would otherwise be chased pod by pod, adding noise to every
-  decision (measured: +7.5 % P99 TTFT without drift, bench/bench_drift.py).
+  decision (measured: +7.5 % P99 TTFT without drift, bench/router/drift.py).
 
 The ratio is always taken against the **raw** (uncorrected) prediction, so the correction never feeds
 on itself. Pure and clock-free: every call takes ``now`` (monotonic seconds live, virtual seconds in

@@ -3,7 +3,7 @@
     .venv/bin/python -m sim.prior_seed --profile demo/profiles/tiny-llama.json --out DIR
 
 The trainer's built-in prior is the default base (``shared.base.DEFAULT_COEFFICIENTS``: a GPU roofline of an ~8B
-model on one GPU). Given an engine's measured profile (``python -m bench.engine_profile``: step times vs batch
+model on one GPU). Given an engine's measured profile (``python -m bench.fidelity.engine_profile``: step times vs batch
 tokens), this command replays the traces on simulated pods of that engine at several loads (policies round-robin
 and least-queue, so idle, queued and overloaded pods are all seen), fits the trainer's own physical base on the
 samples (``trainer.fitted.fit_model`` with the base alone: coefficients and each served quantile's spread) and

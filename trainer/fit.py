@@ -1,6 +1,6 @@
 """Fitting one latency model: a physical base, a location booster and one multi-quantile booster on top of it.
 
-The design (chosen on the accuracy suite, bench/RESULTS-quality.md, by pinball on data the fits
+The design (chosen on the accuracy suite, bench/results/quality/RESULTS-quality.md, by pinball on data the fits
 never saw):
 
 0. **Physical base.** A few non-negative coefficients on the work ahead of the request (``shared.base``,

@@ -53,7 +53,7 @@ STOP_ROWS = 2_000
 WINDOW_HANDICAP = 0.03
 """A window-mode candidate wins only when its score is this much below the best other one: past the window it
 adds the base's growth in ms, the same for every pod class, where a residual grows each class by its own factor
-(``bench.bench_extrapolation``, two pod classes, p90 TTFT at 8 × the window: 0.66 × the truth with window trees
+(``bench.trainer.extrapolation``, two pod classes, p90 TTFT at 8 × the window: 0.66 × the truth with window trees
 chosen by a hair, 1.0 with residual trees); inside the window it wins where a residual cannot follow the shape (a
 knee: the accuracy suite's threshold TPOT, p90 pinball 0.39 vs 0.64)."""
 MIN_QUANTILE_ROWS = 50

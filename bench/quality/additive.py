@@ -1,10 +1,10 @@
-"""Family (a) additive: today's ``bench/synthetic.py`` unchanged (additive median × lognormal noise)."""
+"""Family (a) additive: today's ``bench/common/synthetic.py`` unchanged (additive median × lognormal noise)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from bench import synthetic
+from bench.common import synthetic
 from bench.quality.family import QUANTILES, AnalyticFamily, Split
 from bench.quality.noise import lognormal_quantiles
 

@@ -10,12 +10,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from bench.common.results import figures
+
 PINBALL_SLACK = 1.02
 BANDS = {0.5: (0.45, 0.55), 0.9: (0.88, 0.92), 0.99: (0.97, 1.0)}
 
 
 def index(path: Path, model: str) -> dict[tuple[str, str, int, float], Mapping[str, Any]]:
-    records = json.loads(path.read_text())["records"]
+    records = figures(json.loads(path.read_text()))["records"]
     return {(r["family"], r["target"], r["rows"], r["quantile"]): r for r in records if r["model"] == model}
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common.paths import OUT
 from bench.quality.family import Split
 from shared.features import FEATURE_FIELDS, RAW_FEATURE_NAMES, TARGET_OF, FieldKind
 from sim.cluster.config import ClusterConfig, PoolSpec
@@ -39,7 +40,7 @@ TRAIN_SEEDS: tuple[int, ...] = (0, 1, 2)
 TEST_SEEDS: tuple[int, ...] = (3,)
 PODS = 8
 FIELDS = (*RAW_FEATURE_NAMES, "actual_ttft_ms", "actual_tpot_ms")
-CACHE = Path(__file__).resolve().parents[1] / "out" / "quality-sim-v2.npz"
+CACHE = OUT / "quality-sim-v2.npz"
 LABELS = {f.name: f.encode for f in FEATURE_FIELDS if f.kind is FieldKind.LABEL}
 
 

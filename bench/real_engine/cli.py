@@ -62,7 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if value is not None and value <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")
     if args.prior_profile is not None and not args.prior_profile.is_file():
-        p.error(f"--prior-profile {args.prior_profile}: no such file (a profile from python -m bench.engine_profile)")
+        p.error(f"--prior-profile {args.prior_profile}: no such file "
+                "(a profile from python -m bench.fidelity.engine_profile)")
     if args.workdir is None:
         args.workdir = args.out.with_name(args.out.stem + "-work")
     return args

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,8 +40,10 @@ def rows(doc: dict[str, Any]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    for path in argv if argv is not None else sys.argv[1:]:
-        print("\n".join(rows(orjson.loads(Path(path).read_bytes()))))
+    p = argparse.ArgumentParser(prog="bench.real_engine.table", description=(__doc__ or "").splitlines()[0])
+    p.add_argument("results", type=Path, nargs="+", metavar="F.json", help="a bench.real_engine result file")
+    for path in p.parse_args(argv).results:
+        print("\n".join(rows(orjson.loads(path.read_bytes()))))
     return 0
 
 

@@ -4,7 +4,7 @@ predictor bulk calls, the metrics scraper).
 Why not httpx or aiohttp here: under 50 concurrent streams on 2 cores, httpx/httpcore's per-request
 and per-chunk cost dominated the proxy's CPU profile, a predictor round trip through httpx costs ~3×
 one through this client, and neither library can hand body bytes to a callback: every chunk wakes a
-task. Figures: ``bench/RESULTS-proxy.md`` ("HTTP client decision").
+task. Figures: ``bench/results/proxy/RESULTS-proxy.md`` ("HTTP client decision").
 
 This client is an ``asyncio.Protocol`` with httptools' C response parser (chunked decoding, chunk
 extensions and trailers included) and a per-origin LIFO pool of idle connections. ``http://`` and

@@ -3,7 +3,7 @@
 Every chart is one self-contained ``<svg class="chart">`` string (no script, no external resource, so a
 page works offline and renders the same in any browser). ``data-points`` on the element counts the data
 marks drawn; a chart without data says so in its frame (``class="chart empty"``). Why hand-written SVG and
-not matplotlib: see ``bench/RESULTS-pages.md`` (import time and RSS of a server, page time).
+not matplotlib: see ``bench/results/pages/RESULTS-pages.md`` (import time and RSS of a server, page time).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A measured engine profile (``python -m bench.engine_profile``) and the simulator config built from it.
+"""A measured engine profile (``python -m bench.fidelity.engine_profile``) and the simulator config built from it.
 
 The profile file holds what the simulator needs and nothing from a GPU table: the engine's shape (block
 size, KV blocks, ``max_num_seqs``, ``max_num_batched_tokens``, ``max_model_len``, the model), the raw

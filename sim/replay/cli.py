@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pods", type=int, default=8, help="pods in the single default pool")
     p.add_argument("--preset", default="llama3-8b-a100", choices=sorted(PRESETS))
     p.add_argument("--profile", type=Path, default=None,
-                   help="measured engine profile JSON (bench.engine_profile) instead of --preset, single pool")
+                   help="measured engine profile JSON (bench.fidelity.engine_profile) instead of --preset, single pool")
     p.add_argument("--pools", default=None,
                    help="multi-pool spec name:count[:preset],... e.g. short:6,long:2")
     p.add_argument("--cluster-config", type=Path, default=None,

@@ -1,4 +1,4 @@
-"""bench.bench_pd on a tiny slice: the load search stops at the first miss, every variant and both aggregated
+"""bench.pd.routing on a tiny slice: the load search stops at the first miss, every variant and both aggregated
 replays run at the chosen load, the targets have their verdicts, the JSON and the PNG are written."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.bench_pd import main
-from bench.bench_pd_report import CPU_PAIRS, VARIANTS, cell_targets
+from bench.pd.report import CPU_PAIRS, VARIANTS, cell_targets
+from bench.pd.routing import main
 
 
 @pytest.mark.timeout(600)
@@ -19,7 +19,7 @@ def test_bench_pd_shape(tmp_path: Path) -> None:
                  "--jobs", "1", "--policy-opt", "min_samples=20", "--policy-opt", "retrain_interval_s=5",
                  "--policy-opt", "rounds=10", "--requests-csv-dir", str(csvs), "--out", str(out), "--plot", str(png)])
     assert code == 0 and png.stat().st_size > 10_000
-    (cell,) = json.loads(out.read_text())["cells"]
+    (cell,) = json.loads(out.read_text())["figures"]["cells"]
     assert [s["rate_scale"] for s in cell["load_search"]] == [1.0, 2.0, 400.0]
     assert [s["ok"] for s in cell["load_search"]] == [True, True, False], "x400 saturates two decode pods"
     assert cell["rate_scale"] == 2.0 and cell["pd"] == "4:2" and cell["slo_ttft_ms"] == 1000.0

@@ -1,4 +1,4 @@
-"""bench.bench_extrapolation: the families' true p90 is a p90, and a small run through real servers stays in band."""
+"""bench.trainer.extrapolation: the families' true p90 is a p90, and a small run through real servers stays in band."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.bench_extrapolation import BAND, main
-from bench.extrapolation_families import FAMILIES, MULTIPLES, SLOW, TARGETS, sample
+from bench.common.results import KEYS
+from bench.trainer.extrapolation import BAND, main
+from bench.trainer.families import FAMILIES, MULTIPLES, SLOW, TARGETS, sample
 
 
 @pytest.mark.parametrize("family", list(FAMILIES.values()), ids=lambda f: f.name)
@@ -45,10 +46,10 @@ def test_a_small_run_through_real_servers_keeps_the_8x_p90_in_band(tmp_path: Pat
     main(["--families", "linear_lognormal,two_classes", "--train-rows", "3000", "--test-rows", "100",
           "--out", str(out)])
     doc = json.loads(out.read_text())
-    assert {"settings", "machine", "git", "date", "load_avg_before", "load_avg_after", "results"} <= set(doc)
-    assert doc["machine"]["cores"] >= 1 and doc["machine"]["cpu"]
-    assert [t["name"] for t in doc["trees"]] == ["checkout"]
-    got = {(r["family"], r["target"]): r for r in doc["results"]}
+    assert set(doc) == set(KEYS) and doc["benchmark"] == "extrapolation" and doc["commit"]
+    assert doc["machine"]["cores"] >= 1 and doc["machine"]["cpu_model"]
+    assert [t["name"] for t in doc["figures"]["trees"]] == ["checkout"]
+    got = {(r["family"], r["target"]): r for r in doc["figures"]["results"]}
     assert set(got) == {(f, t) for f in ("linear_lognormal", "two_classes") for t in TARGETS}
     for r in got.values():
         assert r["served"]["version"] > 1 and r["served"]["rows"] == 3000  # trained on every row, not the prior

@@ -1,4 +1,4 @@
-"""``bench.learning_replay``: a committed real-engine trainer log replayed through a fresh trainer, offline."""
+"""``bench.trainer.learning_replay``: a committed real-engine trainer log replayed through a fresh trainer, offline."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.learning_replay import Dispatches, main, records
+from bench.common.paths import RESULTS
+from bench.trainer.learning_replay import Dispatches, main, records
 
-LOGS = Path(__file__).resolve().parents[2] / "bench" / "learning-logs"
+LOGS = RESULTS / "real_engine" / "learning-logs"
 
 
 def test_every_stored_row_finds_its_dispatch_in_the_runs_request_csv() -> None:
@@ -26,7 +27,9 @@ def test_a_replay_scores_every_row_and_publishes(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     main(["--log", str(LOGS / "code-round-robin"), "--requests", str(LOGS / "code-round-robin-requests.csv"),
           "--set", "train_threads=1", "--out", str(out)])
-    result = json.loads(out.read_text())
+    doc = json.loads(out.read_text())
+    assert doc["benchmark"] == "learning-replay" and doc["settings"]["trainer"]["train_threads"] == 1
+    result = doc["figures"]
     (log,) = result["logs"].values()
     assert log["ttft"]["all"]["rows"] == log["tpot"]["all"]["rows"] == 30
     assert 0.0 <= log["ttft"]["all"]["coverage"] <= 1.0 and log["ttft"]["all"]["pinball"] > 0

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from bench import bench_quality
+from bench.quality import suite
 from bench.quality.adapters import V1, Proposed, Trainer
 from bench.quality.additive import Additive
 from bench.quality.family import QUANTILES, Split
@@ -98,12 +98,12 @@ def test_sim_family_keeps_test_runs_apart(tmp_path):
 
 def test_cli_quick_run_writes_records(tmp_path, capsys):
     out = tmp_path / "r.json"
-    assert bench_quality.main(["--quick", "--families", "threshold", "--models", "proposed", "--out", str(out)]) == 0
-    records = json.loads(out.read_text())["records"]
+    assert suite.main(["--quick", "--families", "threshold", "--models", "proposed", "--out", str(out)]) == 0
+    records = json.loads(out.read_text())["figures"]["records"]
     assert {(r["target"], r["quantile"]) for r in records} == {(t, q) for t in ("ttft", "tpot") for q in QUANTILES}
     assert "### threshold" in capsys.readouterr().out
 
 
 def test_cli_rejects_unknown_names():
     with pytest.raises(SystemExit):
-        bench_quality.main(["--families", "nope"])
+        suite.main(["--families", "nope"])

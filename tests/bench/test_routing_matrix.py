@@ -1,4 +1,4 @@
-"""bench.bench_routing_matrix on a tiny subset: the JSON's shape, the verdicts, the table and the plot."""
+"""bench.router.matrix on a tiny subset: the JSON's shape, the verdicts, the table and the plot."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.bench_routing_matrix import main
-from bench.routing_matrix_report import cell_verdict, headroom_share, table
+from bench.common.results import KEYS, flat
+from bench.router.matrix import main
+from bench.router.matrix_report import cell_verdict, headroom_share, table
 
 POLICIES = ("least-queue", "prefix-affinity", "predicted-latency", "clairvoyant")
 QUANTILES = {"p50", "p90", "p99"}
@@ -20,9 +21,11 @@ def test_a_small_matrix_writes_every_cell_policy_and_verdict(tmp_path: Path) -> 
     assert main(["--cells", "conv:8,code:4", "--policies", ",".join(POLICIES), "--limit", "150",
                  "--window", "code=600:900", "--out", str(out), "--plot", str(png),
                  "--requests-csv-dir", str(csv_dir)]) == 0
-    doc = json.loads(out.read_text())
+    envelope = json.loads(out.read_text())
+    assert set(envelope) == set(KEYS) and envelope["benchmark"] == "routing-matrix" and envelope["commit"]
+    doc = flat(envelope)
     assert doc["settings"]["cells"] == ["conv@8x", "code@4x"] and doc["settings"]["seeds"] == [0]
-    assert doc["settings"]["policies"] == list(POLICIES) and doc["settings"]["commit"]
+    assert doc["settings"]["policies"] == list(POLICIES)
     assert set(doc["cells"]) == {"conv@8x", "code@4x"}
     assert doc["settings"]["windows"] == {"code": {"start_s": 600.0, "duration_s": 900.0}}
     assert doc["cells"]["code@4x"]["slo_ttft_ms"] == 1000.0 and doc["cells"]["conv@8x"]["slo_ttft_ms"] == 500.0
@@ -66,7 +69,7 @@ def test_headroom_share_and_targets() -> None:
 
 
 def test_the_plot_clips_only_an_outlier_bar() -> None:
-    from bench.routing_matrix_report import clip_top
+    from bench.router.matrix_report import clip_top
 
     assert clip_top([3000, 2900, 5700, 2800]) == pytest.approx(1.3 * 3000)
     assert clip_top([3000, 2900, 4700, 2800]) is None  # 1.57x the second: kept

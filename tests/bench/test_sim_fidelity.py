@@ -1,4 +1,4 @@
-"""bench.sim_fidelity without an engine: the request stream, the metrics, the stream client's accounting."""
+"""bench.fidelity.sim_fidelity without an engine: the request stream, the metrics, the stream client's accounting."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.engine_stream import StreamTiming, _account
-from bench.fidelity_metrics import METRICS, Outcome, compare, noise, summarize
-from bench.fidelity_workload import WORKLOAD_BLOCK, build_stream, burst
-from bench.sim_fidelity import build_parser
+from bench.fidelity.engine_stream import StreamTiming, _account
+from bench.fidelity.metrics import METRICS, Outcome, compare, noise, summarize
+from bench.fidelity.sim_fidelity import build_parser
+from bench.fidelity.workload import WORKLOAD_BLOCK, build_stream, burst
 
 TRACE = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "azure_llm_2023_conv.csv"
 
@@ -68,7 +68,7 @@ def test_stream_accounting_counts_tokens_per_chunk() -> None:
 
 
 def test_repeat_must_be_one_of_the_loads() -> None:
-    from bench.sim_fidelity import main
+    from bench.fidelity.sim_fidelity import main
 
     with pytest.raises(SystemExit):
         main(["--out", "x.json", "--loads", "0.3,0.6", "--repeat", "0.9"])

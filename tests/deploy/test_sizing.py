@@ -2,7 +2,7 @@
 
     <!-- sizing: trainer_rss_mb=250 predictor_rss_mb=95 router_rss_mb=140 -->
 
-(values in MiB, the peak RSS each benchmark measured; the lead adds it when merging bench/RESULTS-*.md). Every
+(values in MiB, the peak RSS each benchmark measured; the lead adds it when merging bench/results/*/RESULTS-*.md). Every
 container of a role must request at least that much memory and be limited to at least 1.5x it. deploy/README.md's
 "Sizing" table must show the same requests/limits as deploy/components/sizing/sizing.yaml (the one place they live).
 """

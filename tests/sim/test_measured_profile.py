@@ -165,7 +165,7 @@ DISTINCT_TRUTH = dataclasses.replace(TRUTH, decode_ms_per_kv_token=3e-4, decode_
 
 def shared_and_distinct_points(fit: StepFit) -> tuple[list[PrefillPoint], list[DecodePoint]]:
     """Decode points of both kinds: a shared cached base (only its own 16 + decoded tokens distinct) and
-    distinct contexts, as bench.profile_measure takes them."""
+    distinct contexts, as bench.fidelity.profile_measure takes them."""
     pre, dec = synthetic_points(fit)
     shared = [dataclasses.replace(d, unique_kv=(c - 30) + b * 30.0) for d, (b, c) in zip(dec, DECODE_GRID, strict=True)]
     distinct = [DecodePoint(b, c, (0.0,), unique_kv=b * c) for c in (1050.0, 3100.0) for b in (2, 8, 32)]

@@ -20,7 +20,7 @@ from trainer.fit import FitParams, matrix_columns
 from trainer.prior import fit_prior
 from trainer.store.record import STORED_FIELDS
 
-PROFILE = Path(__file__).resolve().parents[2] / "bench" / "fidelity-conv.profile.json"
+PROFILE = Path(__file__).resolve().parents[2] / "bench" / "results" / "fidelity" / "fidelity-conv.profile.json"
 PLAN = SeedPlan(PROFILE, traces=("conv",), rps_per_pod=(0.1, 0.4), requests=120)
 PARAMS = FitParams(rounds=30, quantile_rows=2000)
 

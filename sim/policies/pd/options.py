@@ -13,7 +13,8 @@ from sim.policies.options import ReplayOptions
 class PdOptions(ReplayOptions):
     """``power`` and ``exploration`` default greedier than the aggregated policies' (4, 0.02): on a conv slice the
     bench does not report (70B TP 4, 4P:2D, x2.5, seed 1) P99 TTFT was 1,442 ms with them, 1,196 ms with 16 and 0
-    (``pd-load-prefix``: 1,238 ms; ``max`` picker: 5,345 ms, it herds on tied predictions). See bench/RESULTS-pd.md.
+    (``pd-load-prefix``: 1,238 ms; ``max`` picker: 5,345 ms, it herds on tied predictions).
+    See bench/results/pd/RESULTS-pd.md.
     """
 
     power: float = Field(default=16.0, description="weighted-random exponent (both roles).", gt=0)

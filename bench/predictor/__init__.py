@@ -1,0 +1,1 @@
+"""Predictor benchmarks: the service vs a naive baseline, open loop, keep-alive, against another revision."""
