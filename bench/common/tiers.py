@@ -67,18 +67,18 @@ TIERS: dict[str, tuple[Entry, ...]] = {
         _e("sim.simulator", "--write bench/results/sim/simulator.md", "sim/simulator.md", 3),
     ),
     "full": (
-        _e("router.matrix", "--jobs 2 --out bench/results/router/routing-matrix.json "
-           "--plot bench/results/router/routing-matrix.png", "router/routing-matrix.json", 15),
+        _e("router.matrix", "--seeds 0,1 --jobs 2 --out bench/results/router/routing-matrix.json "
+           "--plot bench/results/router/routing-matrix.png", "router/routing-matrix.json", 26),
         _e("router.replay", "--out bench/results/router/replay.json", "router/replay.json", 2),
         _e("router.drift", "--out bench/results/router/drift.json", "router/drift.json", 8),
         _e("pd.routing", "--traces conv --start 1200 --duration 600 --jobs 2 --out bench/results/pd/pd-conv.json "
            "--plot bench/results/pd/pd-conv.png", "pd/pd-conv.json", 2),
         _e("pd.routing", "--traces code --presets llama3-70b-a100-tp4 --slo-ttft-ms 4000 --start 1200 "
-           "--duration 600 --out bench/results/pd/pd-code70.json --plot bench/results/pd/pd-code70.png",
+           "--duration 600 --jobs 2 --out bench/results/pd/pd-code70.json --plot bench/results/pd/pd-code70.png",
            "pd/pd-code70.json", 1),
         _e("pd.routing", "--traces code --presets llama3-8b-a100 --slo-ttft-ms 2000 --start 1200 --duration 600 "
-           "--out bench/results/pd/pd-code8.json --plot bench/results/pd/pd-code8.png", "pd/pd-code8.json", 1),
-        _e("quality.suite", "--out bench/results/quality/suite.json", "quality/suite.json", 10),
+           "--jobs 2 --out bench/results/pd/pd-code8.json --plot bench/results/pd/pd-code8.png", "pd/pd-code8.json", 1),
+        _e("quality.suite", "--models trainer --out bench/results/quality/quality.json", "quality/quality.json", 10),
         _e("sim.dualpool", "--out bench/results/sim/dualpool.json --plot bench/results/sim/dualpool_compare.png",
            "sim/dualpool.json", 20),
         _e("scaling.fanout", "", "scaling/RESULTS-fanout.md", 6),
@@ -90,7 +90,7 @@ TIERS: dict[str, tuple[Entry, ...]] = {
         _e("proxy.http_client", "", "proxy/http_client.md", 2, stdout=True),
         _e("proxy.overhead", "", "proxy/RESULTS-proxy.md", 5),
         _e("trainer.learning_replay", "--suite bench/results/real_engine/learning-logs "
-           "--out bench/results/trainer/learning_replay.json", "trainer/learning_replay.json", 5),
+           "--out bench/results/trainer/learning-replay-default.json", "trainer/learning-replay-default.json", 5),
     ),
     "engine": (
         _e("fidelity.engine_profile", "--out bench/results/fidelity/engine_profile.json",
@@ -103,6 +103,8 @@ TIERS: dict[str, tuple[Entry, ...]] = {
         _e("real_engine", "--engines 2 --trace ../shared/data/azure_llm_2023_code.csv --trace-start 1380 --rps 0.25 "
            f"--duration 90 --slo-ttft-ms 4000 --policy {POLICIES} --min-samples 10 --retrain-interval 2 "
            "--out bench/results/real_engine/real-engine-code.json", "real_engine/real-engine-code.json", 22),
+        _e("real_engine.noprofile", "--out bench/results/real_engine/noprofile-engine.json",
+           "real_engine/noprofile-engine.json", 6),
     ),
 }
 
