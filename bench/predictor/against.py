@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{statistics.median(ratios):.3f}")
     if args.out is not None:
         recording.write(args.out, {"against": args.against, "rounds": args.rounds, "duration_s": args.duration},
-                        {"rounds": measured, "ratios": ratios}, indent=2)
+                        {"rounds": measured, "ratios": ratios, "median_ratio": statistics.median(ratios)}, indent=2)
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ def run_job(job: Job) -> tuple[str, int, dict[str, Any]]:
                                result.records, name)
         print(f"{cell.key} seed {job.seed} {name}: P99 TTFT {summary['ttft_ms']['p99']:.0f} ms, "
               f"{time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
-    out["verdict"] = cell_verdict(out["policies"])
+    out["verdict"] = cell_verdict(out["policies"], cell.key)
     return cell.key, job.seed, out
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import orjson
 
+from shared.charts import esc
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -39,6 +41,6 @@ def test_demo_runs_and_writes_the_summary(tmp_path: Path) -> None:
     assert abs(sum(p["mean_ms"] for p in parts.values()) - summary["client_observed"]["short"]["client_ttft"][
         "mean_ms"]) < 0.1
     report = (tmp_path / "demo-report.html").read_text()
-    assert line.replace("'", "&#x27;") in report and report.count('<svg class="chart') >= 6
+    assert esc(line) in report and report.count('<svg class="chart') >= 6
     leftover = subprocess.run(["pgrep", "-f", str(workdir)], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", f"child processes left behind: {leftover.stdout}"
