@@ -254,13 +254,14 @@ class Forest:
             return np.concatenate([self._eval(x[i:i + CHUNK_ROWS]) for i in range(0, len(x), CHUNK_ROWS)])
         return self._eval(x)
 
-    def _eval(self, x: np.ndarray) -> np.ndarray:
+    def _eval(self, x: np.ndarray, margin: np.ndarray | None = None) -> np.ndarray:
+        """``(rows, outputs)``: each output's run summed from ``margin`` (a row's starting value, e.g. a location
+        forest's output), else from the folded location's sum or the output's base score."""
         n = x.shape[0]
         if n == 1:  # _sum needs two columns to stay sequential: evaluate the row twice, keep one
-            return self._eval(np.repeat(x, 2, axis=0))[:1]
+            return self._eval(np.repeat(x, 2, axis=0), None if margin is None else np.repeat(margin, 2))[:1]
         values = self.masks.leaves(x) if self.masks is not None else self.leaf.take(self._walk(x) - self.packed.size)
         out = np.empty((n, self.n_outputs), dtype=np.float32)
-        margin = None
         if self.location is not None:
             slot, end = self.location
             values[slot] = self.location_base
@@ -281,6 +282,31 @@ class Forest:
             value = flat.take((high & 0xFF) + offset)
             node = (high >> 8) + (value >= word.view(np.float32)[..., 0::2])
         return node
+
+
+@dataclass(frozen=True)
+class Chained:
+    """A location forest deeper than its quantile trees, kept apart: the location walks its own depth and its output
+    is every quantile run's starting value, so the (usually many, shallow) quantile trees neither walk the
+    location's depth nor lose the ``Masks`` path. The same sums in the same order as one folded forest."""
+
+    location: Forest
+    main: Forest
+
+    @property
+    def n_outputs(self) -> int:
+        return self.main.n_outputs
+
+    def predict(self, matrix: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(matrix, dtype=np.float32)
+        if x.ndim != 2 or x.shape[1] != self.main.n_features:
+            raise BundleError(f"expected (rows, {self.main.n_features}) features, got {x.shape}")
+        if len(x) > CHUNK_ROWS:
+            return np.concatenate([self._eval(x[i:i + CHUNK_ROWS]) for i in range(0, len(x), CHUNK_ROWS)])
+        return self._eval(x)
+
+    def _eval(self, x: np.ndarray) -> np.ndarray:
+        return self.main._eval(x, self.location._eval(x)[:, 0])
 
 
 @dataclass(frozen=True)
@@ -341,13 +367,21 @@ def _slot(depth: int, n_features: int) -> Trees:
                  np.zeros(1, np.int32))
 
 
-def fold(main: Trees, location: Trees | None = None) -> Forest:
-    """One ``Forest`` for a model: ``location`` (single output) whose sum is ``main``'s base margin, or ``main``
-    alone from its own base score."""
+def fold(main: Trees, location: Trees | None = None) -> Forest | Chained:
+    """One evaluator for a model: ``location`` (single output) whose sum is ``main``'s base margin, or ``main``
+    alone from its own base score. A location deeper than ``main`` is kept apart (``Chained``): on a trained bundle
+    (TTFT 1 + 102 trees, TPOT 35 + 216, locations of depth 6 and quantile trees of depth 3) one folded forest walked
+    every tree six levels."""
     if sys.byteorder != "little":
         raise Unsupported("the packed layout assumes a little-endian machine")
     if location is not None and (location.n_outputs != 1 or location.n_features != main.n_features):
         raise BundleError("a location booster must have one output and the model's features")
+    if location is not None and location.depth > main.depth >= 1:
+        return Chained(_folded(location, None), _folded(main, None))
+    return _folded(main, location)
+
+
+def _folded(main: Trees, location: Trees | None) -> Forest:
     depth = max(main.depth, location.depth if location is not None else 0)
     parts: list[Trees] = []
     location_run = None

@@ -9,11 +9,12 @@ The questions: how soon a trained bundle replaces the prior, and the served p90 
 from __future__ import annotations
 
 import argparse
+import subprocess
 from pathlib import Path
 
 from bench.common.paths import REPO
 from bench.real_engine.__main__ import main as replay
-from demo import tiny_model
+from demo.engine import ENGINE_VENV
 
 MODEL = REPO / ".venv-engine" / "models" / "noprofile"
 SHAPE = ("--hidden", "384", "--layers", "6", "--heads", "6", "--kv-heads", "2", "--seed", "3")
@@ -28,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", type=Path, default=MODEL, help="where the model is built (kept between runs)")
     args = p.parse_args(argv)
     if not (args.model / "config.json").is_file():
-        tiny_model.main(["--out", str(args.model), *SHAPE])  # ~10 s
+        # ~10 s; torch, transformers and tokenizers live in the engine's virtualenv only
+        subprocess.run([str(ENGINE_VENV / "bin" / "python"), "-m", "demo.tiny_model", "--out", str(args.model), *SHAPE],
+                       cwd=REPO, check=True, timeout=600)
     return replay(["--model", str(args.model), *REPLAY, "--out", str(args.out)])
 
 

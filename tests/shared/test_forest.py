@@ -14,7 +14,7 @@ import xgboost as xgb
 from shared import ubjson
 from shared.errors import BundleError
 from shared.features import MODEL_NAMES, FeatureSpec
-from shared.forest import Forest, Trees, Unsupported, compile_trees, fold, probe_matrix
+from shared.forest import Chained, Forest, Trees, Unsupported, compile_trees, fold, probe_matrix
 from shared.forest_file import decode, encode, model_document, publish
 from tests.predictor.conftest import ALL_SPECS, columns, random_rows, train_booster
 
@@ -146,7 +146,7 @@ def test_multi_quantile_boosters_are_bit_equal_per_output(trees: int, depth: int
 
 
 @pytest.mark.parametrize(("loc_depth", "q_depth", "rounds"),
-                         [(6, 6, 40), (3, 6, 25), (6, 2, 25), (4, 4, 0), (3, 3, 30), (2, 3, 20)])
+                         [(6, 6, 40), (3, 6, 25), (6, 2, 25), (6, 3, 30), (4, 4, 0), (3, 3, 30), (2, 3, 20)])
 def test_location_and_quantile_boosters_fold_into_one_forest(loc_depth: int, q_depth: int, rounds: int) -> None:
     """As the trainer publishes a model: a log-space location booster whose output is the multi-quantile booster's
     base margin; one folded forest (also of different depths) equals XGBoost's two calls bit for bit."""
@@ -158,6 +158,8 @@ def test_location_and_quantile_boosters_fold_into_one_forest(loc_depth: int, q_d
     margin = np.asarray(location.inplace_predict(x), dtype=np.float32)
     booster = _multi_quantile(x, y, rounds, q_depth, np.repeat(margin.reshape(-1, 1), 3, axis=1))
     forest = fold(trees_of(booster), trees_of(location))
+    # a location deeper than the quantile trees is evaluated apart (the shallow trees keep their own depth)
+    assert isinstance(forest, Chained) == (trees_of(location).depth > trees_of(booster).depth >= 1)
     matrix = np.vstack([x[:300], probe_matrix(trees_of(booster), 300), probe_matrix(trees_of(location), 300, 1)])
     start = np.repeat(np.asarray(location.inplace_predict(matrix), np.float32).reshape(-1, 1), 3, axis=1)
     expected = _xgb(booster, matrix, start)
