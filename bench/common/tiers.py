@@ -2,7 +2,7 @@
 
     python -m bench.common.tiers quick|full|engine [--list] [--only SUBSTRING]
 
-* **quick** — the cheap entry points with cheap arguments; 7 min 12 s measured end to end on the 2-core machine (budget: 15).
+* **quick** — the cheap entry points with cheap arguments; 7 min 12 s end to end on the 2-core machine (budget: 15).
 * **full** — every other maintained offline benchmark, with the arguments its documented figures were taken with.
 * **engine** — the benchmarks that need real vLLM engines (``make engine``'s ``.venv-engine``); the runner holds
   ``flock /tmp/engine.lock`` for the whole tier, as engine workloads on this machine run one at a time.
