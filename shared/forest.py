@@ -24,7 +24,7 @@ non-identity objectives, very deep trees) raises ``Unsupported``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -247,12 +247,7 @@ class Forest:
         return len(self.runs)
 
     def predict(self, matrix: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(matrix, dtype=np.float32)
-        if x.ndim != 2 or x.shape[1] != self.n_features:
-            raise BundleError(f"expected (rows, {self.n_features}) features, got {x.shape}")
-        if len(x) > CHUNK_ROWS:  # bound the rows × trees temporaries (memory), not a speed matter
-            return np.concatenate([self._eval(x[i:i + CHUNK_ROWS]) for i in range(0, len(x), CHUNK_ROWS)])
-        return self._eval(x)
+        return _chunked(self._eval, self.n_features, matrix)
 
     def _eval(self, x: np.ndarray, margin: np.ndarray | None = None) -> np.ndarray:
         """``(rows, outputs)``: each output's run summed from ``margin`` (a row's starting value, e.g. a location
@@ -298,15 +293,21 @@ class Chained:
         return self.main.n_outputs
 
     def predict(self, matrix: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(matrix, dtype=np.float32)
-        if x.ndim != 2 or x.shape[1] != self.main.n_features:
-            raise BundleError(f"expected (rows, {self.main.n_features}) features, got {x.shape}")
-        if len(x) > CHUNK_ROWS:
-            return np.concatenate([self._eval(x[i:i + CHUNK_ROWS]) for i in range(0, len(x), CHUNK_ROWS)])
-        return self._eval(x)
+        return _chunked(self._eval, self.main.n_features, matrix)
 
     def _eval(self, x: np.ndarray) -> np.ndarray:
         return self.main._eval(x, self.location._eval(x)[:, 0])
+
+
+def _chunked(evaluate: Callable[[np.ndarray], np.ndarray], n_features: int, matrix: np.ndarray) -> np.ndarray:
+    """``evaluate`` on ``matrix`` as float32 rows of ``n_features``, in chunks of ``CHUNK_ROWS`` (bounding the
+    rows × trees temporaries: memory, not a speed matter)."""
+    x = np.ascontiguousarray(matrix, dtype=np.float32)
+    if x.ndim != 2 or x.shape[1] != n_features:
+        raise BundleError(f"expected (rows, {n_features}) features, got {x.shape}")
+    if len(x) > CHUNK_ROWS:
+        return np.concatenate([evaluate(x[i:i + CHUNK_ROWS]) for i in range(0, len(x), CHUNK_ROWS)])
+    return evaluate(x)
 
 
 @dataclass(frozen=True)

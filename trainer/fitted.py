@@ -307,8 +307,6 @@ class _Spread:
     location: xgb.Booster | None
     booster: xgb.Booster
     base: Base
-    raws: tuple[np.ndarray, np.ndarray, np.ndarray]
-    """The trees + base raw output on the newest rows, the stop rows and the probe grid."""
     levels: list[float]
     cals: list[Calibration]
     holdout_pred: np.ndarray
@@ -323,17 +321,21 @@ def _spread(spec: FeatureSpec, d: _Data, params: FitParams, rows: int, chosen: s
     booster = _quantiles(d, params, spread, location) if quantiles and spread is not None else \
         empty_booster(d.x, len(served), d.features)
     base = _served_base(d, candidate, d.x_new)
-    evaluator, k = base.compiled(d.features), len(served)
-    raw_new, raw_ref, raw_probe = (evaluator.apply(_trees(location, booster, x, k), x, d.transform)
-                                   for x in (d.x_new, d.x[d.stop], _probe(spec, d.name, params)))
+    raw_new = _raw(d, base, location, booster, d.x_new, len(served))
     floors = spread_floors(raw_new, d.y_new, served, rows, params.prior_spread_rows)
     levels = [(params.calibration_level or q) if q == params.alpha else q for q in served]
     cals = [calibrate(raw_new[:, j], d.y_new, level, params.objective, floors[j]) if d.logged else Calibration()
             for j, level in enumerate(levels)]
     primary = served.index(params.alpha)
     holdout_pred = _served(raw_new[:, primary], d.y_new, params, d.logged, floors[primary], levels[primary])
-    return _Spread(chosen, candidate, location, booster, base, (raw_new, raw_ref, raw_probe), levels, cals,
-                   holdout_pred, score(holdout_pred, d.y_new, params.alpha))
+    return _Spread(chosen, candidate, location, booster, base, levels, cals, holdout_pred,
+                   score(holdout_pred, d.y_new, params.alpha))
+
+
+def _raw(d: _Data, base: Base, location: xgb.Booster | None, booster: xgb.Booster, x: np.ndarray,
+         k: int) -> np.ndarray:
+    """``(rows, k)``: the base with the trees on top, in the fit's space, before calibration."""
+    return base.compiled(d.features).apply(_trees(location, booster, x, k), x, d.transform)
 
 
 def _arbitrate(spec: FeatureSpec, d: _Data, params: FitParams, rows: int, chosen: str, fitted: _Fitted,
@@ -366,7 +368,9 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     chosen, fitted, selection = _select(d, params, rows >= params.tree_min_rows)
     location_seconds = time.perf_counter() - location_started
     won = _arbitrate(spec, d, params, rows, chosen, fitted, selection)
-    served, (_, raw_ref, raw_probe) = params.served, won.raws
+    served = params.served
+    raw_ref, raw_probe = (_raw(d, won.base, won.location, won.booster, x, len(served))
+                          for x in (d.x[d.stop], _probe(spec, name, params)))
     primary = served.index(params.alpha)
     cals, levels, scores = won.cals, won.levels, won.scores
     reference = _reference(raw_ref[:, primary], d.y[d.stop], cals[primary], params, d.logged)
