@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import field_validator
 
 from shared.candidates import LOSSES, Candidate, parse_candidates, parse_served
+from shared.features import MODEL_NAMES
 from shared.settings import CommonSettings, Flag, env
 
 
@@ -89,6 +90,10 @@ class TrainerSettings(CommonSettings):
     base_loss: str = env(
         "LATENCY_BASE_LOSS", "l2", "How the physical base is fitted in log space: l2 (least squares) or l1 (least "
         "absolute error: a burst of slow rows pulls it less).")
+    thin_empirical_quantile: str = env(
+        "LATENCY_THIN_EMPIRICAL_QUANTILE", "tpot", "Models (comma-separated: ttft, tpot; empty: none) whose fits on "
+        "fewer rows than the trees need take each quantile as the plain quantile of their residuals while the "
+        "conformal rank would be the largest residual (p90: under 19 rows), so one outlier cannot set it.")
     publish_shift_min_rows: int = env(
         "LATENCY_PUBLISH_SHIFT_MIN_ROWS", 1000, "The shift bound protects only a live model trained on at least this "
         "many rows (a younger one extrapolates over most of the probe grid; a challenger still has to score and cover "
@@ -100,6 +105,18 @@ class TrainerSettings(CommonSettings):
         if value not in LOSSES:
             raise ValueError(f"LATENCY_BASE_LOSS must be one of {', '.join(LOSSES)}, got {value!r}")
         return value
+
+    @field_validator("thin_empirical_quantile")
+    @classmethod
+    def _thin(cls, value: str) -> str:
+        bad = [m for m in _names(value) if m not in MODEL_NAMES]
+        if bad:
+            raise ValueError(f"LATENCY_THIN_EMPIRICAL_QUANTILE: unknown model {bad[0]!r} (ttft, tpot)")
+        return value
+
+    @property
+    def thin_empirical(self) -> tuple[str, ...]:
+        return _names(self.thin_empirical_quantile)
 
     @field_validator("fit_candidates")
     @classmethod
@@ -156,3 +173,7 @@ class TrainerSettings(CommonSettings):
         "first); a retry within the window is acknowledged again without storing. 0 disables.", ge=0)
     idempotency_ttl_sec: float = env(
         "LATENCY_IDEMPOTENCY_TTL_SEC", 86_400.0, "How long an ingest Idempotency-Key is remembered (s).", gt=0)
+
+
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(m.strip().lower() for m in value.split(",") if m.strip())

@@ -6,7 +6,10 @@ value is ``expm1(raw + c) = expm1(raw) × e^c + (e^c − 1)`` ms (written into t
 2 s prefill varies by hundreds of ms, a 20 ms one by a few), so one additive offset in ms would
 over-cover fast rows and under-cover slow ones, while one ratio keeps coverage uniform across the
 range. ``c`` is the split-conformal quantile of ``log1p(y) − raw`` at level ⌈(n+1)α⌉/n, which gives
-coverage ≥ α on exchangeable new rows. The scale is clamped to [0.25, 4] (what predictors accept) so a
+coverage ≥ α on exchangeable new rows. Below the rows that can certify α that rank is the largest residual, so one
+outlier sets the whole quantile; the ``empirical`` rule then takes the plain α-quantile of the residuals (linear
+interpolation) instead — the thin fits of the models ``LATENCY_THIN_EMPIRICAL_QUANTILE`` names use it
+(``trainer.thin``). The scale is clamped to [0.25, 4] (what predictors accept) so a
 tiny or odd holdout cannot wreck a model; below ``MIN_ROWS`` rows no correction. The newest rows are
 used on purpose: after a level shift of the whole pool they are the first to say so. Mean objective:
 no correction.
@@ -24,6 +27,8 @@ P90_FACTOR = 1.3
 SIGMA = math.log(P90_FACTOR) / NormalDist().inv_cdf(0.9)
 """The prior's log-normal spread: p90 = 1.3 × the median (``trainer.prior``), the floor of thin fits."""
 MIN_ROWS = 1
+CONFORMAL, EMPIRICAL = "conformal", "empirical"
+"""Offset rules: the split-conformal rank always, or the plain α-quantile while that rank is the largest residual."""
 SCALE_BOUNDS = (0.25, 4.0)
 
 
@@ -63,32 +68,39 @@ def spread_floor(raw: np.ndarray, median: np.ndarray, alpha: float, rows: int, p
 
 
 def spread_floors(raw: np.ndarray, y: np.ndarray, served: tuple[float, ...], rows: int,
-                  prior_rows: int) -> list[float]:
+                  prior_rows: int, rule: str = CONFORMAL) -> list[float]:
     """``spread_floor`` of every served quantile's raw column ``(n, k)``: each above the calibrated median —
     the 0.5 column (or the lowest served one) with its own conformal median offset."""
     ref = raw[:, served.index(0.5) if 0.5 in served else 0]
-    median = ref + log_offset(ref, y, 0.5)
+    median = ref + log_offset(ref, y, 0.5, rule=rule)
     return [spread_floor(raw[:, j], median, q, rows, prior_rows) for j, q in enumerate(served)]
 
 
-def log_offset(raw: np.ndarray, y: np.ndarray, alpha: float, floor: float = -math.inf) -> float:
-    """The conformal log-space offset of a quantile's raw outputs on rows with actuals ``y``, at least ``floor``."""
+def log_offset(raw: np.ndarray, y: np.ndarray, alpha: float, floor: float = -math.inf,
+               rule: str = CONFORMAL) -> float:
+    """The conformal log-space offset of a quantile's raw outputs on rows with actuals ``y``, at least ``floor``
+    (``rule`` ``empirical``: the plain α-quantile while the conformal rank is the largest residual)."""
     if len(y) < MIN_ROWS:
         return 0.0
     resid = np.sort(np.log1p(y) - raw)
-    c = max(float(resid[conformal_rank(len(resid), alpha) - 1]), floor)
+    n = len(resid)
+    if rule == EMPIRICAL and n > 1 and conformal_rank(n, alpha) == n:
+        c = max(float(np.quantile(resid, alpha)), floor)
+    else:
+        c = max(float(resid[conformal_rank(n, alpha) - 1]), floor)
     low, high = (math.log(b) for b in SCALE_BOUNDS)
     return min(max(c, low), high)
 
 
-def calibrate(raw: np.ndarray, y: np.ndarray, alpha: float, objective: str, floor: float = -math.inf) -> Calibration:
+def calibrate(raw: np.ndarray, y: np.ndarray, alpha: float, objective: str, floor: float = -math.inf,
+              rule: str = CONFORMAL) -> Calibration:
     if objective != "quantile":
         return Calibration()
-    return Calibration.from_log_offset(log_offset(raw, y, alpha, floor))
+    return Calibration.from_log_offset(log_offset(raw, y, alpha, floor, rule))
 
 
 def cross_calibrated(raw: np.ndarray, y: np.ndarray, alpha: float, objective: str,
-                     floor: float = -math.inf) -> np.ndarray:
+                     floor: float = -math.inf, rule: str = CONFORMAL) -> np.ndarray:
     """Out-of-sample calibrated ms: even rows corrected by the odd rows' offset and vice versa.
 
     Used for honest holdout metrics; the published calibration uses all the rows.
@@ -97,6 +109,6 @@ def cross_calibrated(raw: np.ndarray, y: np.ndarray, alpha: float, objective: st
         return np.maximum(raw, 0.0)
     out = np.empty_like(raw)
     even, odd = slice(0, None, 2), slice(1, None, 2)
-    out[even] = calibrate(raw[odd], y[odd], alpha, objective, floor).apply_log(raw[even])
-    out[odd] = calibrate(raw[even], y[even], alpha, objective, floor).apply_log(raw[odd])
+    out[even] = calibrate(raw[odd], y[odd], alpha, objective, floor, rule).apply_log(raw[even])
+    out[odd] = calibrate(raw[even], y[even], alpha, objective, floor, rule).apply_log(raw[odd])
     return out

@@ -85,6 +85,9 @@ class FitParams:
     prior_spread_rows: int = 50
     """While data is thin each quantile keeps at least the prior's spread above the location, weighted
     ``prior_spread_rows / (rows + prior_rows)`` (``trainer.calibrate.spread_floor``; 0: no floor)."""
+    thin_empirical: tuple[str, ...] = ("tpot",)
+    """Models whose thin fits take the plain α-quantile of their residuals while the conformal rank would be the
+    largest one (``trainer.thin``; ``LATENCY_THIN_EMPIRICAL_QUANTILE``)."""
     selection: str = "mae_ms"
     """How candidates are judged on the newest rows: the location's MAE in ms (what the p50 pinball weighs: the big
     rows count most), or ``log_rmse`` (the fit's own space; it preferred window-mode trees that were worse in ms on

@@ -54,6 +54,7 @@ def fit_params(settings: TrainerSettings) -> FitParams:
                      tpot_zero_token_count=s.tpot_zero_token_count,
                      prefix_weighting=s.sample_weighting_for_prefix_cache,
                      tree_min_rows=s.min_samples_for_retrain, prior_spread_rows=s.spread_prior_rows,
+                     thin_empirical=s.thin_empirical,
                      base=BaseFitParams(prior_rows=s.base_prior_rows, loss=s.base_loss))
 
 

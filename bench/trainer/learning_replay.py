@@ -19,8 +19,10 @@ Settings are the trainer's (``--set`` overrides any field, e.g. ``base_prior_row
 ``LATENCY_SEED_DIR``).
 
 Per log and model: served p90 coverage and pinball over all rows, over the rows after ``--after-s`` seconds (the
-real-engine learning target's 60 s) and per ``--window-s`` window; the versions published. Offline and
-deterministic (one thread per fit), so settings can be compared on the same rows.
+real-engine learning target's 60 s) and per ``--window-s`` window; the versions published; the *records* after
+``--after-s`` (rows slower than every row dispatched ≥ 5 s before them: ``ceiling_after`` = the coverage a p90 that
+stays within what the pool has shown cannot exceed; ``records_expected``: how many exchangeable rows would be).
+Offline and deterministic (one thread per fit), so settings can be compared on the same rows.
 """
 
 from __future__ import annotations
@@ -186,8 +188,26 @@ def summarise(served: Served, alpha: float, after_s: float, window_s: float) -> 
             if sel.any():
                 windows.append({"from_s": float(start), **_scores(pred[sel], y[sel], alpha)})
         out[name] = {"all": _scores(pred, y, alpha), f"after_{after_s:g}s": _scores(pred[late], y[late], alpha),
-                     "windows": windows}
+                     "windows": windows, **record_rows(at, y, late)}
     return out
+
+
+RECORD_LAG_S = 5.0
+"""A row's history: the rows dispatched at least this long before it (their actuals are known by then)."""
+
+
+def record_rows(at: np.ndarray, y: np.ndarray, judged: np.ndarray) -> dict[str, float]:
+    """Among the ``judged`` rows, those whose actual exceeds every actual of their history (``RECORD_LAG_S``), and
+    how many exchangeable rows would (Σ 1 / (history + 1)). A p90 that stays within what the pool has shown misses
+    every record, so ``1 − records / rows`` bounds its coverage; far more records than expected say the judged rows
+    are not exchangeable with the history, which every calibration (ours, the adaptive level's) assumes."""
+    count, expected = 0, 0.0
+    for i in np.flatnonzero(judged):
+        history = y[at <= at[i] - RECORD_LAG_S]
+        if len(history):
+            count += int(y[i] > history.max())
+            expected += 1.0 / (len(history) + 1)
+    return {"records_after": count, "records_expected": round(expected, 2)}
 
 
 WINDOW_ROWS = 10
@@ -217,6 +237,8 @@ def totals(logs: dict[str, Any], after_s: float, alpha: float = 0.9) -> dict[str
             t["coverage"] += log[name]["all"].get("coverage", 0.0)
             t["coverage_after"] += after.get("coverage", 0.0)
             t["rows_after"] += after.get("rows", 0)
+            t["records_after"] = t.get("records_after", 0) + log[name].get("records_after", 0)
+            t["records_expected"] = t.get("records_expected", 0.0) + log[name].get("records_expected", 0.0)
             t["lowest_window"] = min([t["lowest_window"]] + [w["coverage"] for w in judged])
             t["lowest_window_trained"] = min([t["lowest_window_trained"]] + [w["coverage"] for w in judged
                                                                             if w["from_s"] >= first_fit])
@@ -228,6 +250,8 @@ def totals(logs: dict[str, Any], after_s: float, alpha: float = 0.9) -> dict[str
         t["coverage_after"] = round(t["coverage_after"] / t["logs"], 3)
         t["calibrated_windows_chance"] = round(t["calibrated_windows_chance"], 3)
         n = int(t["rows_after"])
+        t["records_expected"] = round(t["records_expected"], 1)
+        t["ceiling_after"] = round(1.0 - t["records_after"] / n, 3) if n else 1.0
         t["calibrated_after_chance"] = round(at_least(n, alpha, math.ceil((alpha - AFTER_BAND) * n - 1e-9)) -
                                              at_least(n, alpha, math.floor((alpha + AFTER_BAND) * n + 1e-9) + 1), 3)
     return out

@@ -6,6 +6,7 @@ replacing it."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -19,6 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shared.features import TARGET_OF, FeatureSpec
+from shared.model import quantile_key
 from tests.trainer.conftest import make_rows, service_of
 from tests.trainer.test_fit_bundle import fitted_bundle, window_rows
 from tests.trainer.test_poisoning import post, scaled
@@ -45,6 +47,32 @@ def test_the_conformal_offset_covers_a_new_row_with_probability_alpha() -> None:
     resid = 0.3 * rng.standard_normal((20_000, 20))  # inside the scale clamp
     covered = [resid[i, 19] <= log_offset(np.zeros(19), np.expm1(resid[i, :19]), 0.9) for i in range(20_000)]
     assert np.mean(covered) == pytest.approx(0.9, abs=0.006)
+
+
+def test_the_empirical_rule_takes_the_quantile_only_while_the_conformal_rank_is_the_largest() -> None:
+    resid = np.r_[np.linspace(0.0, 0.3, 11), 2.0]  # 12 rows: the conformal rank (12) is the outlier
+    y = np.expm1(resid)
+    assert log_offset(np.zeros(12), y, 0.9) == pytest.approx(1.386, abs=1e-3)  # clamped to the scale bound 4
+    assert log_offset(np.zeros(12), y, 0.9, rule="empirical") == pytest.approx(np.quantile(resid, 0.9))
+    many = np.r_[np.linspace(0.0, 0.3, 29), 2.0]  # 30 rows: rank 28 < 30, both rules agree
+    assert log_offset(np.zeros(30), np.expm1(many), 0.9, rule="empirical") == log_offset(
+        np.zeros(30), np.expm1(many), 0.9)
+
+
+def test_one_outlier_does_not_set_a_thin_tpot_p90_but_still_sets_a_thin_ttft_one() -> None:
+    """``FitParams.thin_empirical`` (TPOT by default): twelve rows, one 8× slower than the rest."""
+    rows = window_rows(12, 3)
+    for target in ("actual_ttft_ms", "actual_tpot_ms"):
+        rows.data[5, COL[target]] *= 8.0
+    params = FitParams(rounds=30, nthread=1, tree_min_rows=100)
+    p90 = {}
+    for name in ("ttft", "tpot"):
+        fitted = fit_model(SPEC, name, rows.take(slice(0, 11)), rows.take(slice(11, None)), params)
+        p90[name] = fitted.entry.calibrations[quantile_key(0.9)].scale
+    assert p90["tpot"] < 2.0 < p90["ttft"], p90
+    both = fit_model(SPEC, "ttft", rows.take(slice(0, 11)), rows.take(slice(11, None)),
+                     dataclasses.replace(params, thin_empirical=("ttft", "tpot")))
+    assert both.entry.calibrations[quantile_key(0.9)].scale < 2.0
 
 
 def test_thin_data_grows_the_newest_rows_from_the_newest_train_rows() -> None:
