@@ -28,7 +28,9 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-# pytest on PYTEST_WORKERS xdist workers; the tests of the shared stack stay on one (tests/conftest.py).
+# pytest on PYTEST_WORKERS xdist workers; the tests of the shared stack stay on one (tests/conftest.py). One OpenMP
+# thread per process: the workers already fill the cores, and XGBoost's parallel regions (DMatrix building ignores
+# nthread) otherwise start a thread per core in every worker and test server and spin on the core another needs.
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS := -n $(PYTEST_WORKERS) --dist loadgroup --durations=25
 SOURCES := shared trainer predictor router_client sim demo bench deploy tests
@@ -39,12 +41,12 @@ bytecode: install
 	@$(BIN)/python -m compileall -q -j 0 $(SOURCES) > /dev/null
 
 pytest: install bytecode
-	$(BIN)/pytest $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(BIN)/pytest $(PYTEST_ARGS)
 
 # ruff (seconds) first; mypy runs beside pytest and its output follows pytest's; fails if any of them fails.
 test: install lint bytecode
 	@$(BIN)/mypy > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
-	$(BIN)/pytest $(PYTEST_ARGS); tests=$$?; \
+	OMP_NUM_THREADS=1 $(BIN)/pytest $(PYTEST_ARGS); tests=$$?; \
 	wait $$mypy; types=$$?; echo "$(BIN)/mypy:"; cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$types -eq 0 ]
 

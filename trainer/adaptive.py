@@ -12,12 +12,19 @@ the long-run coverage is α whatever the drift. A step needs ``min_rows`` fresh 
 five rows each) are pooled until that many arrived, so the level follows its coverage too; the level stays within
 ``[α − spread, α + (1 − α) · 0.9]`` (a p90 is calibrated at 0.80–0.99). On stationary traffic coverage
 fluctuates around α and the level stays close to it. Nothing moves while the live model is the prior (no
-prequential coverage is measured for it).
+prequential coverage is measured for it), nor while the live model was calibrated at another level than the current
+one — a challenger at the new level was refused, so the coverage measured says nothing about that level. Without
+this hold the level wound up to its bound behind an under-covering live model (a ``make demo`` run: short-pool
+TTFT covered 78 %, each challenger calibrated ever higher, up to 98 % coverage, lost on pinball and the 34-row
+model served the whole run).
 """
 
 from __future__ import annotations
 
 from shared.features import MODEL_NAMES
+
+LEVEL_TOLERANCE = 5e-4
+"""Levels are stored rounded to four places in the bundle's entries."""
 
 
 class AdaptiveLevel:
@@ -32,9 +39,14 @@ class AdaptiveLevel:
         """The level ``name``'s primary quantile is calibrated at in the next fit."""
         return self._level[name]
 
-    def observe(self, name: str, coverage: float | None, rows: int) -> None:
-        """The live model's coverage on the ``rows`` that arrived since the previous cycle."""
+    def observe(self, name: str, coverage: float | None, rows: int, served_level: float | None = None) -> None:
+        """The live model's coverage on the ``rows`` that arrived since the previous cycle; ``served_level``: the
+        level the live model was calibrated at (None: unknown, taken as the current one). While it is not the
+        current level the level holds (anti-windup): a step is only measured once a model calibrated at it serves."""
         if coverage is None or not rows or self.gamma <= 0:
+            return
+        if served_level is not None and abs(served_level - self._level[name]) > LEVEL_TOLERANCE:
+            self._pending[name] = (0.0, 0)
             return
         covered, seen = self._pending[name]
         covered, seen = covered + coverage * rows, seen + rows

@@ -125,8 +125,10 @@ class Retrainer:
     def run_once(self) -> int | None:
         """Run a cycle; returns the published version, or None when nothing was published."""
         fresh = {name: self.prequential.interval(name) for name in MODEL_NAMES}
+        live = self.live.get()
         for name in MODEL_NAMES:
-            self.adaptive.observe(name, *fresh[name])
+            served = live.bundle.model_entry(name).calibration_level if live is not None else None
+            self.adaptive.observe(name, *fresh[name], served_level=served)
         with ThreadPoolExecutor(max_workers=len(MODEL_NAMES), thread_name_prefix="fit") as pool:
             results = list(pool.map(self._challenge, MODEL_NAMES))
         challengers = [c for c in results if c is not None]

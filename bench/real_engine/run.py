@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import statistics
 import sys
 import time
@@ -72,6 +73,7 @@ def progress_line(name: str) -> Any:
 
 
 def run_policy(policy: RouterPolicy, workload: Workload, s: RunSettings, workdir: Path) -> PolicyRun:
+    shutil.rmtree(workdir, ignore_errors=True)  # an earlier run's trainer data would serve its bundles: not fresh
     headers = {"x-llm-d-slo-ttft-ms": f"{s.slo_ttft_ms:g}"} if s.slo_ttft_ms is not None else {}
     with Stack(stack_spec(policy, s), workdir) as stack:
         say(f"{policy.name}: router {stack.router_url} (/ui), trainer {stack.trainer_urls[POOL]}; "

@@ -263,7 +263,8 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep:
             raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
-        out[key.strip()] = orjson.loads(value) if value.strip()[:1] in "0123456789-[{tf" else value
+        head = value.strip()[:1]
+        out[key.strip()] = orjson.loads(value) if head and head in '0123456789-[{tf"' else value.strip()
     return out
 
 

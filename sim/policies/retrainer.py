@@ -103,7 +103,8 @@ class InProcessRetrainer:
             rows = matrix[y > 0]
             if len(rows):
                 served = self.model.predict(name, matrix_columns(name, rows, self.params.tpot_zero_token_count))
-                self.adaptive.observe(name, float(np.mean(y[y > 0] <= served)), len(rows))
+                self.adaptive.observe(name, float(np.mean(y[y > 0] <= served)), len(rows),
+                                      self.model.bundle.model_entry(name).calibration_level)
 
     def retrain(self, now: float = 0.0) -> bool:
         """Fit and swap in a new bundle if both models have enough rows; True when swapped. ``now`` is the

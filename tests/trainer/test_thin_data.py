@@ -191,6 +191,19 @@ def test_the_calibration_level_follows_the_live_models_fresh_coverage() -> None:
     assert still.level("ttft") == 0.9
 
 
+def test_the_level_holds_while_the_live_model_was_calibrated_at_another_one() -> None:
+    """Anti-windup: after a step the level waits for a model calibrated at it before it moves again (a refused
+    challenger leaves an older model serving, whose coverage says nothing about the new level)."""
+    level = AdaptiveLevel(0.9, 0.2, min_rows=20)
+    level.observe("ttft", 0.5, 100, served_level=0.9)
+    assert level.level("ttft") == pytest.approx(0.98)
+    for _ in range(5):
+        level.observe("ttft", 0.5, 100, served_level=0.9)  # the challenger at 0.98 was refused: hold
+    assert level.level("ttft") == pytest.approx(0.98)
+    level.observe("ttft", 1.0, 100, served_level=0.98)  # a model at 0.98 serves and over-covers: down
+    assert level.level("ttft") == pytest.approx(0.96)
+
+
 def test_a_fit_is_calibrated_at_the_level_it_is_given() -> None:
     rows, hold = window_rows(3000, 1), window_rows(1000, 2)
     fresh = window_rows(4000, 3)
