@@ -51,3 +51,12 @@ def parse_served(text: str) -> tuple[float, ...]:
     if not values or any(not 0 < q < 1 for q in values):
         raise ValueError(f"served quantiles {text!r}: expected numbers in (0, 1), e.g. 0.5,0.9,0.99")
     return tuple(values)
+
+
+def parse_models(text: str, known: tuple[str, ...]) -> tuple[str, ...]:
+    """``"ttft,tpot"`` → the model names listed (empty: none), each one of ``known``."""
+    names = tuple(part.strip().lower() for part in text.split(",") if part.strip())
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise ValueError(f"unknown model {bad[0]!r} in {text!r}: expected some of {', '.join(known)}")
+    return names

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import field_validator
 
-from shared.candidates import LOSSES, Candidate, parse_candidates, parse_served
+from shared.candidates import LOSSES, Candidate, parse_candidates, parse_models, parse_served
 from shared.features import MODEL_NAMES
 from shared.settings import CommonSettings, Flag, env
 
@@ -109,14 +109,12 @@ class TrainerSettings(CommonSettings):
     @field_validator("thin_empirical_quantile")
     @classmethod
     def _thin(cls, value: str) -> str:
-        bad = [m for m in _names(value) if m not in MODEL_NAMES]
-        if bad:
-            raise ValueError(f"LATENCY_THIN_EMPIRICAL_QUANTILE: unknown model {bad[0]!r} (ttft, tpot)")
+        parse_models(value, MODEL_NAMES)
         return value
 
     @property
     def thin_empirical(self) -> tuple[str, ...]:
-        return _names(self.thin_empirical_quantile)
+        return parse_models(self.thin_empirical_quantile, MODEL_NAMES)
 
     @field_validator("fit_candidates")
     @classmethod
@@ -173,7 +171,3 @@ class TrainerSettings(CommonSettings):
         "first); a retry within the window is acknowledged again without storing. 0 disables.", ge=0)
     idempotency_ttl_sec: float = env(
         "LATENCY_IDEMPOTENCY_TTL_SEC", 86_400.0, "How long an ingest Idempotency-Key is remembered (s).", gt=0)
-
-
-def _names(value: str) -> tuple[str, ...]:
-    return tuple(m.strip().lower() for m in value.split(",") if m.strip())

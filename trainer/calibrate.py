@@ -83,11 +83,9 @@ def log_offset(raw: np.ndarray, y: np.ndarray, alpha: float, floor: float = -mat
     if len(y) < MIN_ROWS:
         return 0.0
     resid = np.sort(np.log1p(y) - raw)
-    n = len(resid)
-    if rule == EMPIRICAL and n > 1 and conformal_rank(n, alpha) == n:
-        c = max(float(np.quantile(resid, alpha)), floor)
-    else:
-        c = max(float(resid[conformal_rank(n, alpha) - 1]), floor)
+    n, rank = len(resid), conformal_rank(len(resid), alpha)
+    plain = rule == EMPIRICAL and n > 1 and rank == n
+    c = max(float(np.quantile(resid, alpha)) if plain else float(resid[rank - 1]), floor)
     low, high = (math.log(b) for b in SCALE_BOUNDS)
     return min(max(c, low), high)
 

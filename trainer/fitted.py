@@ -313,7 +313,7 @@ class _Spread:
     scores: Scores
 
 
-def _spread(spec: FeatureSpec, d: _Data, params: FitParams, rows: int, chosen: str, candidate: Candidate | None,
+def _spread(d: _Data, params: FitParams, rows: int, chosen: str, candidate: Candidate | None,
             location: xgb.Booster | None) -> _Spread:
     served = params.served
     spread = candidate if candidate is not None else _residual_spread(params, rows)
@@ -338,18 +338,18 @@ def _raw(d: _Data, base: Base, location: xgb.Booster | None, booster: xgb.Booste
     return base.compiled(d.features).apply(_trees(location, booster, x, k), x, d.transform)
 
 
-def _arbitrate(spec: FeatureSpec, d: _Data, params: FitParams, rows: int, chosen: str, fitted: _Fitted,
+def _arbitrate(d: _Data, params: FitParams, rows: int, chosen: str, fitted: _Fitted,
                selection: dict[str, float]) -> _Spread:
     """The chosen candidate's quantiles; when a window candidate won the location, the best residual candidate's
     too, and the one whose served primary quantile has the lower pinball on the newest rows serves (the window one
     only when it is ``WINDOW_HANDICAP`` better). A location's squared error does not rank the tails: on the
     simulator's replay (accuracy suite, 100k rows) the window location won by 6 % in MAE while its p90 pinball on
     unseen rows was 1.17x the residual one's."""
-    won = _spread(spec, d, params, rows, chosen, *fitted[chosen])
+    won = _spread(d, params, rows, chosen, *fitted[chosen])
     rival = _residual_rival(chosen, fitted, selection)
     if rival is None or len(d.y_new) < ARBITRATION_ROWS:
         return won
-    other = _spread(spec, d, params, rows, rival, *fitted[rival])
+    other = _spread(d, params, rows, rival, *fitted[rival])
     return won if won.scores.pinball * (1.0 + WINDOW_HANDICAP) < other.scores.pinball else other
 
 
@@ -367,7 +367,7 @@ def fit_model(spec: FeatureSpec, name: str, train: Rows, newest: Rows, params: F
     location_started = time.perf_counter()
     chosen, fitted, selection = _select(d, params, rows >= params.tree_min_rows)
     location_seconds = time.perf_counter() - location_started
-    won = _arbitrate(spec, d, params, rows, chosen, fitted, selection)
+    won = _arbitrate(d, params, rows, chosen, fitted, selection)
     served = params.served
     raw_ref, raw_probe = (_raw(d, won.base, won.location, won.booster, x, len(served))
                           for x in (d.x[d.stop], _probe(spec, name, params)))

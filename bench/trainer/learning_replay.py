@@ -229,7 +229,8 @@ def totals(logs: dict[str, Any], after_s: float, alpha: float = 0.9) -> dict[str
         for name in MODEL_NAMES:
             t = out.setdefault(f"{trace} {name}", {"logs": 0, "pinball": 0.0, "coverage": 0.0, "coverage_after": 0.0,
                                                     "lowest_window": 1.0, "lowest_window_trained": 1.0,
-                                                    "calibrated_windows_chance": 1.0, "rows_after": 0})
+                                                    "calibrated_windows_chance": 1.0, "rows_after": 0,
+                                                    "records_after": 0, "records_expected": 0.0})
             after = log[name][f"after_{after_s:g}s"]
             judged = [w for w in log[name]["windows"] if w["rows"] >= WINDOW_ROWS]
             t["logs"] += 1
@@ -237,8 +238,8 @@ def totals(logs: dict[str, Any], after_s: float, alpha: float = 0.9) -> dict[str
             t["coverage"] += log[name]["all"].get("coverage", 0.0)
             t["coverage_after"] += after.get("coverage", 0.0)
             t["rows_after"] += after.get("rows", 0)
-            t["records_after"] = t.get("records_after", 0) + log[name].get("records_after", 0)
-            t["records_expected"] = t.get("records_expected", 0.0) + log[name].get("records_expected", 0.0)
+            t["records_after"] += log[name].get("records_after", 0)
+            t["records_expected"] += log[name].get("records_expected", 0.0)
             t["lowest_window"] = min([t["lowest_window"]] + [w["coverage"] for w in judged])
             t["lowest_window_trained"] = min([t["lowest_window_trained"]] + [w["coverage"] for w in judged
                                                                             if w["from_s"] >= first_fit])

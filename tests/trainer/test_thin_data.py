@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import ValidationError
 
 from shared.features import TARGET_OF, FeatureSpec
 from shared.model import quantile_key
+from shared.trainer_settings import TrainerSettings
 from tests.trainer.conftest import make_rows, service_of
 from tests.trainer.test_fit_bundle import fitted_bundle, window_rows
 from tests.trainer.test_poisoning import post, scaled
@@ -57,6 +59,14 @@ def test_the_empirical_rule_takes_the_quantile_only_while_the_conformal_rank_is_
     many = np.r_[np.linspace(0.0, 0.3, 29), 2.0]  # 30 rows: rank 28 < 30, both rules agree
     assert log_offset(np.zeros(30), np.expm1(many), 0.9, rule="empirical") == log_offset(
         np.zeros(30), np.expm1(many), 0.9)
+
+
+def test_the_thin_empirical_setting_lists_known_models_and_refuses_others() -> None:
+    assert TrainerSettings().thin_empirical == ("tpot",)
+    assert TrainerSettings(thin_empirical_quantile=" TTFT, tpot").thin_empirical == ("ttft", "tpot")
+    assert TrainerSettings(thin_empirical_quantile="").thin_empirical == ()
+    with pytest.raises(ValidationError, match="thin_empirical_quantile[\\s\\S]*unknown model 'e2e'"):
+        TrainerSettings(thin_empirical_quantile="ttft,e2e")
 
 
 def test_one_outlier_does_not_set_a_thin_tpot_p90_but_still_sets_a_thin_ttft_one() -> None:
