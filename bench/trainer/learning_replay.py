@@ -264,8 +264,10 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep:
             raise SystemExit(f"--set {item!r}: expected KEY=VALUE")
-        head = value.strip()[:1]
-        out[key.strip()] = orjson.loads(value) if head and head in '0123456789-[{tf"' else value.strip()
+        try:  # JSON values (numbers, true, lists, "quoted"); anything else is the string itself (empty included)
+            out[key.strip()] = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            out[key.strip()] = value.strip()
     return out
 
 
