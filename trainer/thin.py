@@ -11,7 +11,7 @@ the prior's spread while rows are few (``trainer.calibrate.spread_floor``). For 
 plain α-quantile of the residuals instead: on a real-engine run one 14-token response's 88 ms TPOT (typical 13 ms)
 otherwise set the p90 of every fit on fewer than 19 rows, pinball refused each and a 6-row model served for 90 s
 (coverage 0.71, bench/results/real_engine/noprofile-engine.json). TTFT keeps the conformal rank: the empirical one
-had the higher pinball on every trace of the learning replay. Every row is then also a *newest* row: the
+had the higher pinball on both traces of the learning replay's suite. Every row is then also a *newest* row: the
 challenger and the live model are judged on all of them (even rows by the odd rows' offset and vice versa, as the
 holdout scores are).
 """
