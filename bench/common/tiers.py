@@ -116,6 +116,8 @@ NOT_IN_TIERS: dict[str, str] = {
     "bench.router.matrix_report": "prints the tables of a bench.router.matrix result file again",
     "bench.real_engine.table": "prints the table of a bench.real_engine result file",
     "bench.quality.compare": "compares two bench.quality.suite result files",
+    "bench.trainer.hindsight": "judges the work directories of a make demo batch (bench/results/demo/demo-seeds.md), "
+                               "which no tier keeps",
 }
 """Entry points that are not benchmarks of their own, and what they are (each belongs to one in a tier)."""
 
