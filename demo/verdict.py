@@ -62,7 +62,9 @@ def _dip(a: dict[str, Any]) -> str | None:
     low = w.get("min_coverage")
     if low is None or low >= WINDOW_FLOOR:
         return None
-    return (f"coverage fell to {100 * low:.0f} % in the {w['width_s']:g} s window from +{w['min_from_s']:g} s "
+    pairs = (w.get("lowest") or {}).get("pairs")
+    counts = f" ({round(low * pairs)} of {pairs} pairs)" if pairs else ""
+    return (f"coverage fell to {100 * low:.1f} %{counts} in the {w['width_s']:g} s window from +{w['min_from_s']:g} s "
             f"after the first trained bundle (floor {100 * WINDOW_FLOOR:.0f} % on windows of ≥ {w['min_pairs']} "
             f"pairs)")
 
