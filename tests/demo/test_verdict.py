@@ -65,8 +65,8 @@ def test_a_dip_after_the_first_trained_bundle_fails_even_when_the_run_is_inside_
     j = result["judged"]["short"]["ttft"]
     assert list(j["misses"]) == ["dip"] and j["interval_counts"][0] <= j["covered"] <= j["interval_counts"][1]
     assert result["met"] is False
-    assert ("TTFT short: a dip: coverage fell to 50.0 % (20 of 40 pairs) in the 10 s window from +20 s after the first trained bundle "
-            "(floor 75 % on windows of ≥ 20 pairs)") in result["line"]
+    assert ("TTFT short: a dip: coverage fell to 50.0 % (20 of 40 pairs) in the 10 s window from +20 s after the first "
+            "trained bundle (floor 75 % on windows of ≥ 20 pairs)") in result["line"]
     assert verdict(accuracy(dense([0.9, 0.92, 0.9])), 0.9)["met"] is True
     thin = run(30, 1.0, phase="prior", start=-30) + dense([0.95, 0.0, 0.95, 0.95, 0.95, 0.95], per_window=19)
     assert "dip" not in verdict(accuracy(thin), 0.9)["judged"]["short"]["ttft"]["misses"]  # 19 pairs: not judged
