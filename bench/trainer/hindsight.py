@@ -63,11 +63,14 @@ class PoolRows:
     trained: np.ndarray
 
 
-def pool_rows(run: Path, pool: str, target: str, spec: FeatureSpec) -> PoolRows:
-    """The pool's logged rows with ``target`` > 0, matched to the run's CSV by router-measured TTFT (to 1 µs)."""
+def read_pool(run: Path, requests: list[dict[str, str]], pool: str) -> tuple[np.ndarray, dict[float, dict[str, str]]]:
+    """The pool's logged rows (stored layout) and its CSV rows keyed by router-measured TTFT (to 1 µs)."""
     data = np.concatenate([r.matrix for r in records(run / f"trainer-{pool}" / "log")])
-    with (run / "requests.csv").open() as f:
-        by_ttft = {round(float(r["ttft_ms"]), 3): r for r in csv.DictReader(f) if r["pool"] == pool and r["ttft_ms"]}
+    return data, {round(float(r["ttft_ms"]), 3): r for r in requests if r["pool"] == pool and r["ttft_ms"]}
+
+
+def pool_rows(data: np.ndarray, by_ttft: dict[float, dict[str, str]], target: str, spec: FeatureSpec) -> PoolRows:
+    """The logged rows with ``target`` > 0 that match a request of the run's CSV."""
     y = data[:, STORED_FIELDS.index(TARGET_OF[target])]
     ttft = data[:, STORED_FIELDS.index("actual_ttft_ms")]
     keep = np.array([v > 0 and round(float(t), 3) in by_ttft for v, t in zip(y, ttft, strict=True)])
@@ -136,8 +139,13 @@ def judge_pool(rows: PoolRows) -> dict[str, Any]:
 
 
 def judge_run(run: Path, spec: FeatureSpec) -> dict[str, Any]:
-    out: dict[str, Any] = {f"{pool}/{target}": judge_pool(pool_rows(run, pool, target, spec))
-                           for pool in POOLS for target in SERVED}
+    with (run / "requests.csv").open() as f:
+        requests = list(csv.DictReader(f))
+    out: dict[str, Any] = {}
+    for pool in POOLS:
+        data, by_ttft = read_pool(run, requests, pool)
+        for target in SERVED:
+            out[f"{pool}/{target}"] = judge_pool(pool_rows(data, by_ttft, target, spec))
     for who in ("served", "hindsight"):
         out[f"{who}_met"] = all(v[who]["met"] for k, v in out.items() if "/" in k)
     return out
