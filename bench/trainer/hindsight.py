@@ -18,6 +18,16 @@ The demo's target asks ≥ 4 of 5 seeds to pass. Its pairs are not exchangeable 
 the same 60 s of the trace, whose long-pool bursts raise the TPOT of requests *after* they were dispatched. The
 hindsight model's pass rate measures what these features allow on these runs; ``chance_4_of_5`` is the chance a
 batch of five seeds shows ≥ 4 passes at that rate.
+
+**Causal ceilings** (``--causal``): what an online learner could serve without the trainer's lags. Every
+``STEP_S`` second it refits on every row the trainer had *received* before that moment (a record's wall time, set
+on the CSV's dispatch clock by the 1st percentile of their difference: no retrain interval, no publish gate, no
+router correction) and predicts the rows dispatched in the next second; before ``CAUSAL_MIN_ROWS`` rows arrived a
+row keeps what the run served. Learners (``LEARNERS``): ``blind`` — the hindsight p90 on the rows received (offset
+on all their out-of-fold residuals), ``newest`` — the same trees with the offset on the out-of-fold residuals of the
+newest quarter (at most ``MIN_NEWEST``, the trainer's rule), each at depths 2 and 4. ``causal_union`` passes a run
+when, for each pool and target, the served p90 or any causal learner passes it — an oracle that picks the best
+learner per pool and target after seeing the run, which no online system can do.
 """
 
 from __future__ import annotations
@@ -49,6 +59,11 @@ DEPTHS = (2, 4, 6)
 """Tree depths tried; a pool and target passes when any of them does (the most generous ceiling)."""
 ROUNDS = 150
 POOLS = ("short", "long")
+STEP_S = 1.0
+CAUSAL_MIN_ROWS = 30
+CAUSAL_DEPTHS = (2, 4)
+LEARNERS = ("blind", "newest")
+MIN_NEWEST = 100
 SERVED = {"ttft": "predicted_ttft_ms", "tpot": "predicted_tpot_ms"}
 
 
@@ -61,41 +76,83 @@ class PoolRows:
     at: np.ndarray
     served: np.ndarray
     trained: np.ndarray
+    received: np.ndarray
+    """When the trainer had the row, on the dispatch clock (its record's wall time, aligned; ≥ its dispatch)."""
 
 
-def read_pool(run: Path, requests: list[dict[str, str]], pool: str) -> tuple[np.ndarray, dict[float, dict[str, str]]]:
-    """The pool's logged rows (stored layout) and its CSV rows keyed by router-measured TTFT (to 1 µs)."""
-    data = np.concatenate([r.matrix for r in records(run / f"trainer-{pool}" / "log")])
-    return data, {round(float(r["ttft_ms"]), 3): r for r in requests if r["pool"] == pool and r["ttft_ms"]}
+@dataclass(frozen=True)
+class PoolLog:
+    data: np.ndarray
+    """The pool's logged rows (stored layout)."""
+    wall: np.ndarray
+    """Each row's record wall time (when the trainer received it)."""
+    by_ttft: dict[float, dict[str, str]]
+    """The pool's CSV rows keyed by router-measured TTFT (to 1 µs)."""
 
 
-def pool_rows(data: np.ndarray, by_ttft: dict[float, dict[str, str]], target: str, spec: FeatureSpec) -> PoolRows:
+def read_pool(run: Path, requests: list[dict[str, str]], pool: str) -> PoolLog:
+    recs = records(run / f"trainer-{pool}" / "log")
+    return PoolLog(np.concatenate([r.matrix for r in recs]),
+                   np.concatenate([np.full(r.n_rows, r.wall_time) for r in recs]),
+                   {round(float(r["ttft_ms"]), 3): r for r in requests if r["pool"] == pool and r["ttft_ms"]})
+
+
+def received_at(wall: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Record wall times on the dispatch clock: shifted by the 1st percentile of ``wall − at`` (robust to a stray
+    match), and never before the row's own dispatch."""
+    return np.maximum(wall - float(np.percentile(wall - at, 1)), at)
+
+
+def pool_rows(log: PoolLog, target: str, spec: FeatureSpec) -> PoolRows:
     """The logged rows with ``target`` > 0 that match a request of the run's CSV."""
+    data, by_ttft = log.data, log.by_ttft
     y = data[:, STORED_FIELDS.index(TARGET_OF[target])]
     ttft = data[:, STORED_FIELDS.index("actual_ttft_ms")]
     keep = np.array([v > 0 and round(float(t), 3) in by_ttft for v, t in zip(y, ttft, strict=True)])
     rows = [by_ttft[round(float(t), 3)] for t in ttft[keep]]
     served = np.array([float(r[SERVED[target]]) if r[SERVED[target]] else np.nan for r in rows])
-    return PoolRows(spec.matrix(target, matrix_columns(target, data[keep], True)), y[keep],
-                    np.array([float(r["dispatched_s"]) for r in rows]), served,
-                    np.array([r["phase"] == "trained" for r in rows]))
+    at = np.array([float(r["dispatched_s"]) for r in rows])
+    return PoolRows(spec.matrix(target, matrix_columns(target, data[keep], True)), y[keep], at, served,
+                    np.array([r["phase"] == "trained" for r in rows]), received_at(log.wall[keep], at))
 
 
 def _fit(x: np.ndarray, z: np.ndarray, depth: int) -> xgb.Booster:
     return xgb.train({**PARAMS, "max_depth": depth}, xgb.DMatrix(x, z), ROUNDS)
 
 
-def hindsight_p90(x: np.ndarray, z: np.ndarray, x_new: np.ndarray, depth: int = 4) -> np.ndarray:
+def hindsight_p90(x: np.ndarray, z: np.ndarray, x_new: np.ndarray, depth: int = 4,
+                  calibrate_on: np.ndarray | None = None) -> np.ndarray:
     """p90 in ms of ``x_new`` from a fit on (``x``, ``z`` = log1p ms), offset by the conformal rank of its
-    out-of-fold residuals."""
+    out-of-fold residuals (of the rows ``calibrate_on`` selects; None: all)."""
     fold = np.arange(len(z)) % FOLDS
     oof = np.empty(len(z))
     for k in range(FOLDS):
         held = fold == k
         oof[held] = _fit(x[~held], z[~held], depth).predict(xgb.DMatrix(x[held]))
-    resid = np.sort(z - oof)
+    resid = np.sort((z - oof) if calibrate_on is None else (z - oof)[calibrate_on])
     offset = float(resid[conformal_rank(len(resid), ALPHA) - 1])
     return np.asarray(np.expm1(_fit(x, z, depth).predict(xgb.DMatrix(x_new)) + offset))
+
+
+def newest_rows(received: np.ndarray) -> np.ndarray:
+    """Indices of the newest quarter of the rows (at most ``MIN_NEWEST``, at least 20): the trainer's rule."""
+    keep = max(20, min(MIN_NEWEST, len(received) // 4))
+    return np.argsort(received, kind="stable")[-keep:]
+
+
+def causal_p90(rows: PoolRows, learner: str, depth: int) -> np.ndarray:
+    """Each row's p90 from a refit every ``STEP_S`` on the rows received before that step (what the run served
+    until ``CAUSAL_MIN_ROWS`` had arrived)."""
+    z = np.log1p(rows.y)
+    pred = rows.served.copy()
+    for start in np.arange(0.0, float(rows.at.max(initial=0.0)) + STEP_S, STEP_S):
+        now = (rows.at >= start) & (rows.at < start + STEP_S)
+        seen = rows.received < start
+        if not now.any() or seen.sum() < CAUSAL_MIN_ROWS:
+            continue
+        calibrate_on = newest_rows(rows.received[seen]) if learner == "newest" else None
+        pred[now] = hindsight_p90(rows.x[seen], z[seen], rows.x[now], depth, calibrate_on)
+    return pred
 
 
 def window_ids(at: np.ndarray, start: float) -> np.ndarray:
@@ -127,27 +184,37 @@ def leave_window_out(rows: PoolRows, windows: np.ndarray, depth: int) -> np.ndar
     return pred
 
 
-def judge_pool(rows: PoolRows) -> dict[str, Any]:
+def judge_pool(rows: PoolRows, causal: bool = False) -> dict[str, Any]:
     """The run's served p90 and the hindsight p90 of each depth on the same pairs; ``hindsight``: the depth that
-    passes (else the one whose lowest window is highest)."""
+    passes (else the one whose lowest window is highest). With ``causal``, each causal learner at each depth too."""
     start = float(rows.at[rows.trained].min()) if rows.trained.any() else float("inf")
     windows = window_ids(rows.at, start)
     by_depth = {d: judged(leave_window_out(rows, windows, d), rows.y, windows) for d in DEPTHS}
     best = max(DEPTHS, key=lambda d: (by_depth[d]["met"], by_depth[d]["lowest_window"]))
-    return {"served": judged(rows.served, rows.y, windows), "hindsight": {**by_depth[best], "depth": best},
-            "by_depth": {str(d): j for d, j in by_depth.items()}}
+    out = {"served": judged(rows.served, rows.y, windows), "hindsight": {**by_depth[best], "depth": best},
+           "by_depth": {str(d): j for d, j in by_depth.items()}}
+    if causal:
+        out["causal"] = {f"{learner}{d}": judged(causal_p90(rows, learner, d), rows.y, windows)
+                         for learner in LEARNERS for d in CAUSAL_DEPTHS}
+    return out
 
 
-def judge_run(run: Path, spec: FeatureSpec) -> dict[str, Any]:
+def judge_run(run: Path, spec: FeatureSpec, causal: bool = False) -> dict[str, Any]:
     with (run / "requests.csv").open() as f:
         requests = list(csv.DictReader(f))
     out: dict[str, Any] = {}
     for pool in POOLS:
-        data, by_ttft = read_pool(run, requests, pool)
+        log = read_pool(run, requests, pool)
         for target in SERVED:
-            out[f"{pool}/{target}"] = judge_pool(pool_rows(data, by_ttft, target, spec))
+            out[f"{pool}/{target}"] = judge_pool(pool_rows(log, target, spec), causal)
+    parts = [v for k, v in out.items() if "/" in k]
     for who in ("served", "hindsight"):
-        out[f"{who}_met"] = all(v[who]["met"] for k, v in out.items() if "/" in k)
+        out[f"{who}_met"] = all(v[who]["met"] for v in parts)
+    if causal:
+        learners = list(parts[0]["causal"])
+        out["causal_met"] = {name: all(v["causal"][name]["met"] for v in parts) for name in learners}
+        out["causal_union_met"] = all(v["served"]["met"] or any(j["met"] for j in v["causal"].values())
+                                      for v in parts)
     return out
 
 
@@ -158,10 +225,14 @@ def chance_4_of_5(rate: float) -> float:
 
 def totals(runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"runs": len(runs)}
-    for who in ("served", "hindsight"):
-        passed = sum(r[f"{who}_met"] for r in runs.values())
-        out[f"{who}_passed"] = passed
-        out[f"{who}_chance_4_of_5"] = round(chance_4_of_5(passed / len(runs)), 3) if runs else None
+    counts = {who: [bool(r[f"{who}_met"]) for r in runs.values()] for who in ("served", "hindsight")}
+    if runs and all("causal_met" in r for r in runs.values()):
+        first = next(iter(runs.values()))["causal_met"]
+        counts.update({f"causal_{name}": [bool(r["causal_met"][name]) for r in runs.values()] for name in first})
+        counts["causal_union"] = [bool(r["causal_union_met"]) for r in runs.values()]
+    for who, met in counts.items():
+        out[f"{who}_passed"] = sum(met)
+        out[f"{who}_chance_4_of_5"] = round(chance_4_of_5(sum(met) / len(runs)), 3) if runs else None
     return out
 
 
@@ -170,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--run", type=Path, action="append", required=True,
                    help="a make demo work directory (trainer-POOL/log and requests.csv)")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--causal", action="store_true",
+                   help="also the causal ceilings: learners refitted every second on the rows received so far")
     args = p.parse_args(argv)
     for run in args.run:
         if not (run / "requests.csv").is_file() or not all((run / f"trainer-{q}" / "log").is_dir() for q in POOLS):
@@ -178,17 +251,23 @@ def main(argv: list[str] | None = None) -> None:
     spec = FeatureSpec()
     runs: dict[str, dict[str, Any]] = {}
     for run in args.run:
-        runs[str(run)] = judge_run(run, spec)
+        runs[str(run)] = judge_run(run, spec, args.causal)
         r = runs[str(run)]
+        causal = "" if not args.causal else ", causal " + " ".join(
+            f"{k} {'MET' if v else 'missed'}" for k, v in r["causal_met"].items()) + \
+            f", union {'MET' if r['causal_union_met'] else 'missed'}"
         print(f"{run}: served {'MET' if r['served_met'] else 'missed'}, hindsight "
-              f"{'MET' if r['hindsight_met'] else 'missed'}; " + "; ".join(
+              f"{'MET' if r['hindsight_met'] else 'missed'}{causal}; " + "; ".join(
                   f"{k} {v['served']['coverage']}/{v['served']['lowest_window']} vs "
                   f"{v['hindsight']['coverage']}/{v['hindsight']['lowest_window']}" for k, v in r.items() if "/" in k),
               file=sys.stderr, flush=True)
     figures = {"runs": runs, "totals": totals(runs)}
     print(f"totals: {figures['totals']}", file=sys.stderr)
     settings = {"runs": [str(r) for r in args.run], "alpha": ALPHA, "folds": FOLDS, "params": PARAMS,
-                "depths": list(DEPTHS), "rounds": ROUNDS}
+                "depths": list(DEPTHS), "rounds": ROUNDS, "causal": args.causal}
+    if args.causal:
+        settings.update(step_s=STEP_S, causal_min_rows=CAUSAL_MIN_ROWS, causal_depths=list(CAUSAL_DEPTHS),
+                        learners=list(LEARNERS), newest_rows_max=MIN_NEWEST)
     recording.write(args.out, settings, figures, indent=2)
 
 

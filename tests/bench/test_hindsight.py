@@ -112,3 +112,56 @@ def test_a_run_is_judged_served_and_with_hindsight_from_its_files(tmp_path: Path
 def test_a_directory_that_is_no_demo_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         main(["--run", str(tmp_path), "--out", str(tmp_path / "h.json")])
+
+
+def test_received_times_are_aligned_to_the_dispatch_clock_and_never_before_dispatch() -> None:
+    at = np.arange(200, dtype=float)
+    delay = 0.2 + (np.arange(200) % 10) * 0.1  # the fastest rows arrive 0.2 s after dispatch
+    wall = 1_000.0 + at + delay
+    wall[7] = 900.0  # a stray match: one row "received" long before it was sent
+    got = hindsight.received_at(wall, at)
+    ok = np.arange(200) != 7
+    assert np.allclose(got[ok], at[ok] + delay[ok] - 0.2, atol=1e-6) and got[7] == at[7]
+
+
+def _rows(y: np.ndarray, at: np.ndarray, received: np.ndarray) -> hindsight.PoolRows:
+    n = len(y)
+    return hindsight.PoolRows(np.zeros((n, 1), np.float32), y, at, np.full(n, 99.0), np.ones(n, bool), received)
+
+
+def test_a_causal_learner_knows_only_the_rows_received_before_each_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hindsight, "ROUNDS", 20)
+    at = np.arange(0.0, 60.0, 0.1)
+    y = np.where(at < 30.0, 10.0, 50.0)  # the level jumps at 30 s
+    received = at + 5.0  # each row reaches the trainer 5 s after dispatch
+    pred = hindsight.causal_p90(_rows(y, at, received), "blind", 2)
+    assert np.all(pred[at < 8.0] == 99.0)  # fewer than 30 rows received: what the run served
+    assert np.allclose(pred[(at >= 10.0) & (at < 35.0)], 10.0, rtol=0.05)  # the jump is not received before 35 s
+    assert not np.any(y[(at >= 30.0) & (at < 35.0)] <= pred[(at >= 30.0) & (at < 35.0)])
+    newest = hindsight.causal_p90(_rows(y, at, received), "newest", 2)
+    assert np.all(newest[at >= 50.0] >= 45.0)  # by then the newest rows are all at the new level
+
+
+def test_newest_rows_are_the_trainers_quarter_capped_at_a_hundred() -> None:
+    assert len(hindsight.newest_rows(np.arange(1000.0))) == 100
+    assert sorted(hindsight.newest_rows(np.arange(200.0)).tolist()) == list(range(150, 200))
+    assert len(hindsight.newest_rows(np.arange(40.0))) == 20
+
+
+def test_causal_ceilings_are_judged_per_learner_and_as_an_oracle_union(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hindsight, "DEPTHS", (2,))
+    monkeypatch.setattr(hindsight, "CAUSAL_DEPTHS", (2,))
+    monkeypatch.setattr(hindsight, "ROUNDS", 10)
+    run = _demo_workdir(tmp_path / "run", np.random.default_rng(3))
+    out = tmp_path / "h.json"
+    main(["--run", str(run), "--out", str(out), "--causal"])
+    doc = json.loads(out.read_text())
+    r = doc["figures"]["runs"][str(run)]
+    assert set(r["long/ttft"]["causal"]) == {"blind2", "newest2"} and set(r["causal_met"]) == {"blind2", "newest2"}
+    # every log row was written at once, after the run: no causal learner has a row before the end, so each
+    # serves what the run served — and fails with it
+    assert r["long/ttft"]["causal"]["blind2"]["coverage"] == r["long/ttft"]["served"]["coverage"] == 1.0
+    assert not r["causal_union_met"]
+    t = doc["figures"]["totals"]
+    assert t["causal_blind2_passed"] == 0 and t["causal_union_passed"] == 0 and doc["settings"]["step_s"] == 1.0
