@@ -49,6 +49,7 @@ from demo.truth import MIN_WINDOW_PAIRS, WINDOW_FLOOR, WINDOW_S
 from shared.features import TARGET_OF, FeatureSpec
 from trainer.calibrate import conformal_rank
 from trainer.fit import matrix_columns
+from trainer.fitted import MIN_NEWEST
 from trainer.store.record import STORED_FIELDS
 
 ALPHA = 0.9
@@ -63,7 +64,6 @@ STEP_S = 1.0
 CAUSAL_MIN_ROWS = 30
 CAUSAL_DEPTHS = (2, 4)
 LEARNERS = ("blind", "newest")
-MIN_NEWEST = 100
 SERVED = {"ttft": "predicted_ttft_ms", "tpot": "predicted_tpot_ms"}
 
 
@@ -120,39 +120,54 @@ def _fit(x: np.ndarray, z: np.ndarray, depth: int) -> xgb.Booster:
     return xgb.train({**PARAMS, "max_depth": depth}, xgb.DMatrix(x, z), ROUNDS)
 
 
-def hindsight_p90(x: np.ndarray, z: np.ndarray, x_new: np.ndarray, depth: int = 4,
-                  calibrate_on: np.ndarray | None = None) -> np.ndarray:
-    """p90 in ms of ``x_new`` from a fit on (``x``, ``z`` = log1p ms), offset by the conformal rank of its
-    out-of-fold residuals (of the rows ``calibrate_on`` selects; None: all)."""
+def _residuals_and_raw(x: np.ndarray, z: np.ndarray, x_new: np.ndarray, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """The out-of-fold residuals of (``x``, ``z`` = log1p ms) and the full fit's raw output on ``x_new``."""
     fold = np.arange(len(z)) % FOLDS
     oof = np.empty(len(z))
     for k in range(FOLDS):
         held = fold == k
         oof[held] = _fit(x[~held], z[~held], depth).predict(xgb.DMatrix(x[held]))
-    resid = np.sort((z - oof) if calibrate_on is None else (z - oof)[calibrate_on])
-    offset = float(resid[conformal_rank(len(resid), ALPHA) - 1])
-    return np.asarray(np.expm1(_fit(x, z, depth).predict(xgb.DMatrix(x_new)) + offset))
+    return z - oof, _fit(x, z, depth).predict(xgb.DMatrix(x_new))
+
+
+def _p90(raw: np.ndarray, resid: np.ndarray) -> np.ndarray:
+    """``raw`` (log1p ms) offset by the conformal rank of ``resid``, in ms."""
+    return np.asarray(np.expm1(raw + float(np.sort(resid)[conformal_rank(len(resid), ALPHA) - 1])))
+
+
+def hindsight_p90(x: np.ndarray, z: np.ndarray, x_new: np.ndarray, depth: int = 4) -> np.ndarray:
+    """p90 in ms of ``x_new`` from a fit on (``x``, ``z`` = log1p ms), offset by the conformal rank of its
+    out-of-fold residuals."""
+    resid, raw = _residuals_and_raw(x, z, x_new, depth)
+    return _p90(raw, resid)
 
 
 def newest_rows(received: np.ndarray) -> np.ndarray:
-    """Indices of the newest quarter of the rows (at most ``MIN_NEWEST``, at least 20): the trainer's rule."""
+    """Indices of the newest quarter of the rows, at most the trainer's ``MIN_NEWEST`` (its rule), and at least 20
+    (a conformal p90 needs 9)."""
     keep = max(20, min(MIN_NEWEST, len(received) // 4))
     return np.argsort(received, kind="stable")[-keep:]
 
 
-def causal_p90(rows: PoolRows, learner: str, depth: int) -> np.ndarray:
-    """Each row's p90 from a refit every ``STEP_S`` on the rows received before that step (what the run served
-    until ``CAUSAL_MIN_ROWS`` had arrived)."""
+def causal_p90s(rows: PoolRows, depth: int) -> dict[str, np.ndarray]:
+    """Each learner's p90 of every row, from one refit per ``STEP_S`` on the rows received before that step (what
+    the run served until ``CAUSAL_MIN_ROWS`` had arrived): the learners share the trees, only their offsets differ."""
     z = np.log1p(rows.y)
-    pred = rows.served.copy()
+    preds = {learner: rows.served.copy() for learner in LEARNERS}
     for start in np.arange(0.0, float(rows.at.max(initial=0.0)) + STEP_S, STEP_S):
         now = (rows.at >= start) & (rows.at < start + STEP_S)
         seen = rows.received < start
         if not now.any() or seen.sum() < CAUSAL_MIN_ROWS:
             continue
-        calibrate_on = newest_rows(rows.received[seen]) if learner == "newest" else None
-        pred[now] = hindsight_p90(rows.x[seen], z[seen], rows.x[now], depth, calibrate_on)
-    return pred
+        resid, raw = _residuals_and_raw(rows.x[seen], z[seen], rows.x[now], depth)
+        preds["blind"][now] = _p90(raw, resid)
+        preds["newest"][now] = _p90(raw, resid[newest_rows(rows.received[seen])])
+    return preds
+
+
+def causal_p90(rows: PoolRows, learner: str, depth: int) -> np.ndarray:
+    """One learner's p90 of every row (``causal_p90s``)."""
+    return causal_p90s(rows, depth)[learner]
 
 
 def window_ids(at: np.ndarray, start: float) -> np.ndarray:
@@ -194,7 +209,8 @@ def judge_pool(rows: PoolRows, causal: bool = False) -> dict[str, Any]:
     out = {"served": judged(rows.served, rows.y, windows), "hindsight": {**by_depth[best], "depth": best},
            "by_depth": {str(d): j for d, j in by_depth.items()}}
     if causal:
-        out["causal"] = {f"{learner}{d}": judged(causal_p90(rows, learner, d), rows.y, windows)
+        preds = {d: causal_p90s(rows, d) for d in CAUSAL_DEPTHS}
+        out["causal"] = {f"{learner}{d}": judged(preds[d][learner], rows.y, windows)
                          for learner in LEARNERS for d in CAUSAL_DEPTHS}
     return out
 
